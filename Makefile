@@ -1,0 +1,55 @@
+# ccrig: `make deps` installs everything, `make experiment` runs a spec, `make test` runs every tier.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CCRIG := $(VENV)/bin/ccrig
+SPEC ?= experiments/specs/default.yaml
+# Debian packages (Debian 12 / Ubuntu 22.04+ names). The kernel image and headers are the distribution's,
+# booted under virtme-ng by the vm testbed and test tier; mininet is Debian's (system python).
+APT_PACKAGES := iproute2 iperf3 ethtool iputils-ping procps psmisc kmod tcpdump sudo \
+	prometheus python3-venv python3-pip python3-dev \
+	make gcc libc6-dev clang llvm libbpf-dev bpftool libelf-dev \
+	linux-image-amd64 linux-headers-amd64 busybox-static qemu-system-x86 \
+	mininet openvswitch-switch bridge-utils openssh-server openssh-client
+
+.PHONY: deps deps-apt deps-python experiment test test-unit test-host test-vm bench clean
+
+deps: deps-apt deps-python
+
+deps-apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+# --system-site-packages so the environment sees Debian's mininet module
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+deps-python: $(VENV)/.installed
+
+experiment: deps
+	$(CCRIG) run $(SPEC)
+
+test: deps
+	$(PY) -m pytest -ra tests
+
+test-unit: deps-python
+	$(PY) -m pytest -ra tests/unit
+
+test-host: deps
+	$(PY) -m pytest -ra tests/host
+
+test-vm: deps
+	$(PY) -m pytest -ra tests/vm
+
+bench: deps
+	mkdir -p results/bench
+	$(PY) tests/bench/run.py $(BENCH)
+
+clean:
+	-$(CCRIG) clean

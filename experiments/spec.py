@@ -1,0 +1,268 @@
+"""The experiment spec: YAML -> a validated Experiment, and the sweep that turns it into points.
+
+    name: default
+    testbed: netns
+    topology: {name: dumbbell, bottleneck: {rate: 10mbit, buffer: 100pkt, qdisc: pfifo}}
+    flows:
+      - {count: 2, cc: cubic}
+      - {cc: reno, workload: bulk}
+    duration: 30s
+    interval: 1s
+    warmup: 1            # measurement intervals discarded at the start
+    repetitions: 1
+    sweep: {topology.bottleneck.buffer: [10pkt, 50pkt]}
+
+Every error names the path of the field, the value given and what is accepted.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from topologies import topology_union
+from .errors import InputError
+from .fields import TimeField
+
+TopologyField = topology_union()
+TESTBEDS = ("netns", "mininet", "hosts", "vm", "auto")
+
+
+class Bulk(BaseModel):
+    """An always-backlogged TCP flow (iperf3)."""
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["bulk"] = "bulk"
+
+
+class Flow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(1, ge=1)
+    # a congestion control the kernel offers, by name (net.ipv4.tcp_available_congestion_control)
+    cc: str = "cubic"
+    workload: Bulk = Bulk()
+    start: TimeField = 0.0
+
+    @field_validator("workload", mode="before")
+    @classmethod
+    def _short(cls, v):
+        return {"kind": v} if isinstance(v, str) else v
+
+
+class Experiment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    description: str = ""
+    testbed: Literal["netns", "mininet", "hosts", "vm", "auto"] = "netns"
+    topology: TopologyField
+    flows: list[Flow] = Field(min_length=1)
+    duration: TimeField
+    interval: TimeField = 1.0
+    warmup: int = Field(1, ge=0)
+    repetitions: int = Field(1, ge=1)
+    sweep: dict[str, list[Any]] = {}
+
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _qdisc_short(cls, v):
+        # `qdisc: red` is short for `qdisc: {kind: red}` on any link that has one
+        if isinstance(v, dict):
+            v = copy.deepcopy(v)
+            for part in v.values():
+                if isinstance(part, dict) and isinstance(part.get("qdisc"), str):
+                    part["qdisc"] = {"kind": part["qdisc"]}
+        return v
+
+    @model_validator(mode="after")
+    def _intervals(self):
+        if self.interval <= 0:
+            raise ValueError(f"interval: got {self.interval:g}s; expected a positive time such as 1s")
+        n = int(round(self.duration / self.interval))
+        if n < self.warmup + 2:
+            raise ValueError(f"duration: got {self.duration:g}s, which is {n} intervals of {self.interval:g}s; "
+                             f"expected at least warmup + 2 = {self.warmup + 2} intervals")
+        return self
+
+    @property
+    def n_flows(self) -> int:
+        return sum(f.count for f in self.flows)
+
+    @property
+    def n_intervals(self) -> int:
+        return int(round(self.duration / self.interval))
+
+    def flow_list(self) -> list[Flow]:
+        """One entry per flow, counts expanded, in spec order."""
+        return [f for f in self.flows for _ in range(f.count)]
+
+
+# --- loading -------------------------------------------------------------------------------------------
+
+def _path_str(loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _strip_tags(loc: tuple) -> tuple:
+    """Drops the union-tag and validator parts pydantic puts in an error's location."""
+    return tuple(p for p in loc if not (isinstance(p, str) and (p in ("dumbbell",) or "[" in p
+                                                                  or p.startswith("function-"))))
+
+
+def _allowed(model, loc) -> list[str]:
+    """The field names accepted where loc points, for 'unknown field' errors."""
+    cur = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = getattr(cur, "model_fields", {})
+        if part not in fields:
+            return []
+        ann = fields[part].annotation
+        cur = _model_in(ann)
+        if cur is None:
+            return []
+    return sorted(getattr(cur, "model_fields", {}))
+
+
+def _model_in(ann):
+    import typing
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in typing.get_args(ann):
+        m = _model_in(arg)
+        if m is not None:
+            return m
+    return None
+
+
+def format_errors(source: str, err: ValidationError) -> InputError:
+    lines = []
+    for e in err.errors():
+        loc = _strip_tags(e["loc"])
+        path = _path_str(loc) or "(top level)"
+        value = e.get("input")
+        if e["type"] == "extra_forbidden":
+            allowed = _allowed(Experiment, loc)
+            lines.append(f"{path}: unknown field; expected one of: {', '.join(allowed)}" if allowed
+                         else f"{path}: unknown field")
+        elif e["type"] == "missing":
+            lines.append(f"{path}: missing; this field is required")
+        elif e["type"] == "union_tag_invalid" or e["type"] == "literal_error":
+            lines.append(f"{path}: got {value!r}; {e['msg'].replace('Input should be', 'expected')}")
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"{path}: got {value!r}; {msg}" if "got " not in msg else f"{path}: {msg}")
+    return InputError(f"{source}: " + "; ".join(lines))
+
+
+def parse_value(text: str):
+    """A --set value: YAML scalar or list, so `--set repetitions=3` is an int and `x=[1,2]` a list."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def set_path(raw: dict, path: str, value, source: str = "--set") -> None:
+    """Sets a dotted path (flows[0].cc, topology.bottleneck.buffer) in the raw spec, making dicts as needed."""
+    cur: Any = raw
+    parts = _split_path(path, source)
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(part, int):
+            if not isinstance(cur, list) or part >= len(cur):
+                raise InputError(f"{source}: {path}: no list element [{part}] there")
+            if last:
+                cur[part] = value
+            else:
+                cur = cur[part]
+        else:
+            if not isinstance(cur, dict):
+                raise InputError(f"{source}: {path}: {part!r} is not inside a mapping")
+            if last:
+                cur[part] = value
+            else:
+                cur = cur.setdefault(part, {})
+
+
+def _split_path(path: str, source: str) -> list:
+    import re
+    parts: list = []
+    for token in path.split("."):
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)", token)
+        if not m:
+            raise InputError(f"{source}: {path!r}: not a spec path; expected names joined by dots, "
+                             f"e.g. topology.bottleneck.rate or flows[0].cc")
+        parts.append(m.group(1))
+        parts.extend(int(x) for x in __import__("re").findall(r"\[(\d+)\]", m.group(2)))
+    return parts
+
+
+def load_raw(path: Path) -> dict:
+    if not path.is_file():
+        raise InputError(f"{path}: no such spec file; expected a YAML file such as experiments/specs/default.yaml")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InputError(f"{path}: not valid YAML{where}: {problem}") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: expected a mapping of spec fields at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def validate(raw: dict, source: str) -> Experiment:
+    try:
+        return Experiment.model_validate(raw)
+    except ValidationError as e:
+        raise format_errors(source, e) from None
+
+
+def load(path: Path, overrides: list[str] = ()) -> tuple[dict, Experiment]:
+    """Loads and validates a spec file with `path=value` overrides; returns the raw dict and the model."""
+    raw = load_raw(path)
+    for item in overrides:
+        if "=" not in item:
+            raise InputError(f"--set: got {item!r}; expected path=value, e.g. topology.bottleneck.rate=20mbit")
+        key, value = item.split("=", 1)
+        set_path(raw, key.strip(), parse_value(value), "--set")
+    exp = validate(raw, str(path))
+    points(raw, exp, str(path))  # validates every sweep point before anything runs
+    return raw, exp
+
+
+class Point(BaseModel):
+    """One setting of the swept parameters: its index, the values and the experiment as it resolves."""
+    index: int
+    params: dict[str, Any]
+    experiment: Experiment
+    raw: dict
+
+
+def points(raw: dict, exp: Experiment, source: str = "spec") -> list[Point]:
+    """The sweep grid, in order: the product of every swept path's values (one point when nothing sweeps)."""
+    keys = list(exp.sweep)
+    out = []
+    for i, combo in enumerate(itertools.product(*(exp.sweep[k] for k in keys))):
+        r = copy.deepcopy(raw)
+        r.pop("sweep", None)
+        for k, v in zip(keys, combo):
+            set_path(r, k, v, f"{source}: sweep")
+        try:
+            e = Experiment.model_validate(r)
+        except ValidationError as err:
+            where = ", ".join(f"{k}={v}" for k, v in zip(keys, combo))
+            raise InputError(str(format_errors(f"{source}: sweep point {where}", err))) from None
+        out.append(Point(index=i, params=dict(zip(keys, combo)), experiment=e, raw=r))
+    return out

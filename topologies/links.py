@@ -1,0 +1,43 @@
+"""A link direction's tc: the argv that makes an interface transmit as its Egress says.
+
+    rate + discipline:   htb root at the rate, the discipline (buffer) under it       (qdiscs/shaper.py)
+    delay / loss:        netem; under htb's class when the egress is also shaped, as Mininet's TCLink does
+    nothing set:         the interface's default qdisc, untouched
+"""
+from __future__ import annotations
+
+from qdiscs.fifo import Pfifo
+from qdiscs.shaper import CLASS, LEAF, shaped_argv
+from .topology import Egress
+
+NETEM_LIMIT = 100000  # packets: the delay line must never be the drop point
+
+
+def netem_args(egress: Egress) -> list[str]:
+    args = ["netem", "limit", str(NETEM_LIMIT)]
+    if egress.delay > 0:
+        args += ["delay", f"{egress.delay * 1e6:.0f}us"]
+    if egress.loss > 0:
+        args += ["loss", "random", f"{egress.loss * 100:.6g}%"]
+    return args
+
+
+def egress_argv(dev: str, egress: Egress, mtu: int, flows: int = 1) -> list[list[str]]:
+    if egress.rate is None and egress.qdisc is None and not egress.needs_netem:
+        return []
+    if egress.rate is None:
+        if egress.qdisc is not None:
+            raise ValueError("a queue discipline needs a rate on its link (the shaper is where the queue forms)")
+        return [["tc", "qdisc", "replace", "dev", dev, "root", "handle", LEAF, *netem_args(egress)]]
+    bps = egress.rate.bps(mtu + 14)
+    if egress.needs_netem:
+        if egress.qdisc is not None and not isinstance(egress.qdisc, Pfifo):
+            raise ValueError("delay or loss on a shaped link with a discipline other than pfifo: put the "
+                             "delay on another hop (topologies do this for you)")
+        cmds = shaped_argv(dev, bps, Pfifo(limit=1), None, mtu)[:2]
+        return cmds + [["tc", "qdisc", "add", "dev", dev, "parent", CLASS, "handle", LEAF, *netem_args(egress)]]
+    return shaped_argv(dev, bps, egress.qdisc or Pfifo(), egress.buffer, mtu, flows)
+
+
+def uses_netem(egresses) -> bool:
+    return any(e.needs_netem for e in egresses)

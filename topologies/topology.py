@@ -1,0 +1,138 @@
+"""A Topology is data: nodes, and links whose two directions each say how that end transmits.
+
+Like Mininet's Topo it knows nothing of how it is realised; topologies/netns.py (and the other testbeds)
+turn it into namespaces, veth pairs, routes and tc. Addresses are assigned here so every testbed agrees:
+link i is the subnet 198.18.i.0/24 (RFC 2544's benchmarking range), its end a is .1, its end b is .2.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from experiments.units import Rate, Size
+from qdiscs.base import Qdisc
+
+
+@dataclass(frozen=True)
+class Egress:
+    """How one end of a link transmits: the rate it is shaped to, the discipline and buffer that queue for
+    it, and the impairments (delay, random loss) applied on the way out. None/0 means "as the wire does"."""
+    rate: Rate | None = None
+    buffer: Size | None = None
+    qdisc: Qdisc | None = None
+    delay: float = 0.0  # seconds, one way
+    loss: float = 0.0   # ratio 0..1
+
+    @property
+    def needs_netem(self) -> bool:
+        return self.delay > 0 or self.loss > 0
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    role: str = "host"  # host | router
+
+
+@dataclass(frozen=True)
+class Link:
+    a: str
+    b: str
+    a_to_b: Egress = Egress()
+    b_to_a: Egress = Egress()
+
+
+@dataclass(frozen=True)
+class Interface:
+    node: str
+    name: str      # interface name inside the node, e.g. eth0
+    address: str   # e.g. 198.18.3.1
+    prefix: int
+    peer: str      # the node at the other end
+    peer_address: str
+    egress: Egress
+
+
+@dataclass
+class Topology:
+    name: str
+    nodes: list[Node] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    # (sender, receiver) host pairs that flows are placed on, in order
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    # the link and direction whose egress is the bottleneck: (a, b) means a's egress toward b
+    bottleneck: tuple[str, str] | None = None
+    mtu: int = 1500
+
+    def add_node(self, name: str, role: str = "host") -> str:
+        self.nodes.append(Node(name, role))
+        return name
+
+    def add_link(self, a: str, b: str, a_to_b: Egress = Egress(), b_to_a: Egress = Egress()) -> Link:
+        link = Link(a, b, a_to_b, b_to_a)
+        self.links.append(link)
+        return link
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+    def interfaces(self) -> dict[str, list[Interface]]:
+        """Every node's interfaces, named eth0, eth1, ... in link order."""
+        out: dict[str, list[Interface]] = {n.name: [] for n in self.nodes}
+        for i, link in enumerate(self.links):
+            net = f"198.18.{i}" if i < 256 else f"198.19.{i - 256}"
+            for me, peer, mine, theirs, eg in ((link.a, link.b, 1, 2, link.a_to_b),
+                                              (link.b, link.a, 2, 1, link.b_to_a)):
+                out[me].append(Interface(me, f"eth{len(out[me])}", f"{net}.{mine}", 24, peer,
+                                         f"{net}.{theirs}", eg))
+        return out
+
+    def address(self, node: str) -> str:
+        """A host's address: the one on its first interface."""
+        return self.interfaces()[node][0].address
+
+    def egress_of(self, a: str, b: str) -> Interface:
+        return next(i for i in self.interfaces()[a] if i.peer == b)
+
+    def routes(self) -> dict[str, list[tuple[str, str]]]:
+        """Static routes for every node: (destination subnet, next-hop address), by shortest path."""
+        ifs = self.interfaces()
+        subnets = {f"{i.address.rsplit('.', 1)[0]}.0/24" for l in ifs.values() for i in l}
+        out: dict[str, list[tuple[str, str]]] = {}
+        for node in ifs:
+            # breadth-first from node; first hop toward each other node
+            first_hop: dict[str, Interface] = {}
+            seen, queue = {node}, deque()
+            for i in ifs[node]:
+                if i.peer not in seen:
+                    seen.add(i.peer)
+                    first_hop[i.peer] = i
+                    queue.append(i.peer)
+            while queue:
+                cur = queue.popleft()
+                for i in ifs[cur]:
+                    if i.peer not in seen:
+                        seen.add(i.peer)
+                        first_hop[i.peer] = first_hop[cur]
+                        queue.append(i.peer)
+            direct = {f"{i.address.rsplit('.', 1)[0]}.0/24" for i in ifs[node]}
+            routes = []
+            for subnet in sorted(subnets - direct):
+                # reach the subnet through the nearest node that sits on it
+                owners = [n for n, l in ifs.items() for i in l if i.address.startswith(subnet[:-4] + ".")]
+                owner = min(owners, key=lambda n: (n != node and n not in first_hop, _dist(ifs, node, n)))
+                if owner in first_hop:
+                    routes.append((subnet, first_hop[owner].peer_address))
+            out[node] = routes
+        return out
+
+
+def _dist(ifs, src, dst) -> int:
+    seen, queue = {src: 0}, deque([src])
+    while queue:
+        cur = queue.popleft()
+        for i in ifs[cur]:
+            if i.peer not in seen:
+                seen[i.peer] = seen[cur] + 1
+                queue.append(i.peer)
+    return seen.get(dst, 1 << 30)
