@@ -10,7 +10,7 @@ APT_PACKAGES := iproute2 iperf3 ethtool iputils-ping procps psmisc kmod tcpdump 
 	prometheus python3-venv python3-pip python3-dev \
 	make gcc libc6-dev clang llvm libbpf-dev bpftool libelf-dev \
 	linux-image-amd64 linux-headers-amd64 busybox-static qemu-system-x86 \
-	mininet openvswitch-switch bridge-utils openssh-server openssh-client
+	mininet openvswitch-switch bridge-utils openssh-server openssh-client prometheus-node-exporter
 
 .PHONY: deps deps-apt deps-python experiment test test-unit test-host test-vm bench clean
 

@@ -5,59 +5,36 @@ mean wire packets only because every emulated interface sends wire-sized packets
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import field_validator
 
-from experiments.errors import InputError
-from experiments.units import Size, parse_size
-from .base import Qdisc
+from .base import Qdisc, byte_limit, check_positive, packet_limit, to_bytes
 
 
 class Pfifo(Qdisc):
     kind: Literal["pfifo"] = "pfifo"
+    module: ClassVar[str] = "sch_fifo"  # built in whenever CONFIG_NET_SCHED is
     limit: int | None = None  # packets
 
     @field_validator("limit")
     @classmethod
     def _positive(cls, v):
-        if v is not None and v < 1:
-            raise ValueError("a packet limit must be at least 1")
-        return v
+        return check_positive(v)
 
     def qdisc_args(self, buffer, rate_bps, mtu):
-        limit = self.limit
-        if limit is None:
-            if buffer is None:
-                limit = 1000
-            elif buffer.packets is not None:
-                limit = buffer.packets
-            else:  # a byte buffer for a packet queue: as many full-size packets as fit
-                limit = max(1, buffer.bytes // (mtu + 14))
-        return ["pfifo", "limit", str(limit)]
+        return ["pfifo", "limit", str(packet_limit(self.limit, buffer, mtu))]
 
 
 class Bfifo(Qdisc):
     kind: Literal["bfifo"] = "bfifo"
+    module: ClassVar[str] = "sch_fifo"
     limit: int | str | None = None  # bytes, or a size string such as "64kb"
 
     @field_validator("limit")
     @classmethod
     def _size(cls, v):
-        if v is None:
-            return v
-        size = parse_size(v if isinstance(v, str) else f"{v}b")
-        if size.bytes is None or size.bytes < 1:
-            raise ValueError("a byte limit must be a positive size in bytes such as 64kb")
-        return size.bytes
+        return to_bytes(v)
 
     def qdisc_args(self, buffer, rate_bps, mtu):
-        limit = self.limit
-        if limit is None:
-            if buffer is None:
-                limit = 1000 * (mtu + 14)
-            elif buffer.bytes is not None:
-                limit = buffer.bytes
-            else:
-                limit = buffer.packets * (mtu + 14)
-        return ["bfifo", "limit", str(limit)]
+        return ["bfifo", "limit", str(byte_limit(self.limit, buffer, mtu))]

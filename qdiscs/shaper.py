@@ -8,8 +8,10 @@ htb's quantum is set to one wire packet so low rates do not warn and scheduling 
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from experiments.units import Size
-from .base import Qdisc
+from .base import Qdisc, wire_bytes
 
 ROOT = "1:"
 CLASS = "1:1"
@@ -17,13 +19,12 @@ LEAF = "10:"
 
 
 def shaped_argv(dev: str, rate_bps: float, leaf: Qdisc, buffer: Size | None, mtu: int,
-                flows: int = 1) -> list[list[str]]:
-    wire = mtu + 14
+                flows: int = 1, flow_sources: Sequence[str] | None = None) -> list[list[str]]:
+    wire = wire_bytes(mtu)
     rate = f"{round(rate_bps)}bit"
     return [
         ["tc", "qdisc", "add", "dev", dev, "root", "handle", ROOT, "htb", "default", "1"],
         ["tc", "class", "add", "dev", dev, "parent", ROOT, "classid", CLASS, "htb",
          "rate", rate, "ceil", rate, "quantum", str(wire)],
-        *leaf.setup_argv(dev, CLASS, LEAF, buffer, rate_bps, mtu, flows),
+        *leaf.setup_argv(dev, CLASS, LEAF, buffer, rate_bps, mtu, flows, flow_sources=flow_sources),
     ]
-

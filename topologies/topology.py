@@ -80,7 +80,7 @@ class Topology:
         """Every node's interfaces, named eth0, eth1, ... in link order."""
         out: dict[str, list[Interface]] = {n.name: [] for n in self.nodes}
         for i, link in enumerate(self.links):
-            net = f"198.18.{i}" if i < 256 else f"198.19.{i - 256}"
+            net = self.subnet(i)
             for me, peer, mine, theirs, eg in ((link.a, link.b, 1, 2, link.a_to_b),
                                               (link.b, link.a, 2, 1, link.b_to_a)):
                 out[me].append(Interface(me, f"eth{len(out[me])}", f"{net}.{mine}", 24, peer,
@@ -94,45 +94,40 @@ class Topology:
     def egress_of(self, a: str, b: str) -> Interface:
         return next(i for i in self.interfaces()[a] if i.peer == b)
 
+    def subnet(self, i: int) -> str:
+        """Link i's subnet prefix (three octets)."""
+        return f"198.18.{i}" if i < 256 else f"198.19.{i - 256}"
+
     def routes(self) -> dict[str, list[tuple[str, str]]]:
-        """Static routes for every node: (destination subnet, next-hop address), by shortest path."""
+        """Static routes for every node: (destination subnet, next-hop address), by fewest hops."""
         ifs = self.interfaces()
-        subnets = {f"{i.address.rsplit('.', 1)[0]}.0/24" for l in ifs.values() for i in l}
         out: dict[str, list[tuple[str, str]]] = {}
         for node in ifs:
-            # breadth-first from node; first hop toward each other node
-            first_hop: dict[str, Interface] = {}
-            seen, queue = {node}, deque()
-            for i in ifs[node]:
-                if i.peer not in seen:
-                    seen.add(i.peer)
-                    first_hop[i.peer] = i
-                    queue.append(i.peer)
-            while queue:
-                cur = queue.popleft()
-                for i in ifs[cur]:
-                    if i.peer not in seen:
-                        seen.add(i.peer)
-                        first_hop[i.peer] = first_hop[cur]
-                        queue.append(i.peer)
-            direct = {f"{i.address.rsplit('.', 1)[0]}.0/24" for i in ifs[node]}
+            hops = _first_hops(ifs, node)  # other node -> (distance, my interface toward it)
             routes = []
-            for subnet in sorted(subnets - direct):
-                # reach the subnet through the nearest node that sits on it
-                owners = [n for n, l in ifs.items() for i in l if i.address.startswith(subnet[:-4] + ".")]
-                owner = min(owners, key=lambda n: (n != node and n not in first_hop, _dist(ifs, node, n)))
-                if owner in first_hop:
-                    routes.append((subnet, first_hop[owner].peer_address))
+            for i, link in enumerate(self.links):
+                if node in (link.a, link.b):
+                    continue
+                ends = [e for e in (link.a, link.b) if e in hops]
+                if ends:
+                    nearest = min(ends, key=lambda e: hops[e][0])
+                    routes.append((f"{self.subnet(i)}.0/24", hops[nearest][1].peer_address))
             out[node] = routes
         return out
 
 
-def _dist(ifs, src, dst) -> int:
-    seen, queue = {src: 0}, deque([src])
+def _first_hops(ifs: dict[str, list[Interface]], src: str) -> dict[str, tuple[int, Interface]]:
+    """Breadth-first from src: for every reachable node, its distance and src's interface toward it."""
+    found: dict[str, tuple[int, Interface]] = {}
+    queue = deque()
+    for i in ifs[src]:
+        if i.peer != src and i.peer not in found:
+            found[i.peer] = (1, i)
+            queue.append(i.peer)
     while queue:
         cur = queue.popleft()
         for i in ifs[cur]:
-            if i.peer not in seen:
-                seen[i.peer] = seen[cur] + 1
+            if i.peer != src and i.peer not in found:
+                found[i.peer] = (found[cur][0] + 1, found[cur][1])
                 queue.append(i.peer)
-    return seen.get(dst, 1 << 30)
+    return found

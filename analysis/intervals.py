@@ -1,0 +1,92 @@
+"""From the kernel's counters to per-interval metrics.
+
+The sampler reports cumulative TCP_INFO counters every few tens of milliseconds. A counter's value at an
+interval boundary is interpolated linearly between the samples around it (0 before a flow's first sample,
+held after its last), so an interval's rates do not depend on when the sampler happened to poll. Gauges
+(srtt, cwnd) are averaged over the samples inside the interval.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from . import metrics
+
+COUNTERS = ("bytes_acked", "bytes_sent", "total_retrans", "data_segs_out", "dsack_dups", "bytes_received",
+            "data_segs_in")
+
+
+def counter_at(times: Sequence[float], values: Sequence[float], t: float) -> float:
+    """A cumulative counter's value at time t, interpolated between samples (times sorted)."""
+    if not times or t < times[0]:
+        return 0.0
+    i = bisect_right(times, t)
+    if i >= len(times):
+        return float(values[-1])
+    t0, t1 = times[i - 1], times[i]
+    v0, v1 = values[i - 1], values[i]
+    return float(v0 + (v1 - v0) * (t - t0) / (t1 - t0)) if t1 > t0 else float(v1)
+
+
+class FlowSeries:
+    """One flow's samples from one end, as parallel lists per field, times in seconds since the point began."""
+
+    def __init__(self, samples: Sequence[tuple[float, dict]]):
+        self.t = [t for t, _ in samples]
+        self.fields = {}
+        for _, s in samples:
+            for k, v in s.items():
+                if isinstance(v, (int, float)):
+                    self.fields.setdefault(k, [])
+        for k in self.fields:
+            self.fields[k] = [s.get(k, 0) for _, s in samples]
+
+    def at(self, name: str, t: float) -> float:
+        return counter_at(self.t, self.fields.get(name, []), t) if name in self.fields else 0.0
+
+    def delta(self, name: str, a: float, b: float) -> float:
+        return self.at(name, b) - self.at(name, a)
+
+    def mean(self, name: str, a: float, b: float) -> float | None:
+        lo, hi = bisect_right(self.t, a), bisect_right(self.t, b)
+        vals = self.fields.get(name, [])[lo:hi]
+        return sum(vals) / len(vals) if vals else None
+
+
+def flow_interval(snd: FlowSeries, a: float, b: float, t_max: float) -> dict:
+    """The metrics of one flow over [a, b], from its sender's counters; t_max is its fair share."""
+    dt = b - a
+    g = metrics.rate(snd.delta("bytes_acked", a, b), dt)
+    t = metrics.rate(snd.delta("bytes_sent", a, b), dt)
+    sent = snd.delta("data_segs_out", a, b)
+    retrans = snd.delta("total_retrans", a, b)
+    spurious = snd.delta("dsack_dups", a, b)
+    rtt_us = snd.mean("rtt_us", a, b)
+    return {
+        "goodput_bps": g, "throughput_bps": t,
+        "eee": metrics.eee(t, g, t_max), "uar": metrics.uar(t, g, t_max),
+        # a flow's loss, seen from its sender: retransmissions the receiver did not report as duplicates
+        "loss": metrics.ratio(max(0.0, retrans - spurious), sent),
+        "retrans_rate": metrics.ratio(retrans, sent),
+        "rtt_s": None if rtt_us is None else rtt_us / 1e6,
+        "cwnd": snd.mean("snd_cwnd", a, b),
+        # raw counts, for the system's totals
+        "segs_sent": sent, "segs_retrans": retrans,
+    }
+
+
+def system_interval(flows: Sequence[dict], t_max: float, dropped: float, offered: float) -> dict:
+    """The system over one interval: sums over flows, loss at the bottleneck's drop point, Jain over goodput."""
+    g = sum(f["goodput_bps"] for f in flows)
+    t = sum(f["throughput_bps"] for f in flows)
+    rtts = [f["rtt_s"] for f in flows if f["rtt_s"] is not None]
+    return {
+        "goodput_bps": g, "throughput_bps": t,
+        "eee": metrics.eee(t, g, t_max), "uar": metrics.uar(t, g, t_max),
+        "loss": metrics.ratio(dropped, offered),
+        "retrans_rate": metrics.ratio(sum(f["segs_retrans"] for f in flows), sum(f["segs_sent"] for f in flows)),
+        "rtt_s": sum(rtts) / len(rtts) if rtts else None,
+        "cwnd": None,
+        "segs_sent": sum(f["segs_sent"] for f in flows), "segs_retrans": sum(f["segs_retrans"] for f in flows),
+        "jain": metrics.jain([f["goodput_bps"] for f in flows]),
+    }

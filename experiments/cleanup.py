@@ -1,0 +1,50 @@
+"""`ccrig clean`: removes what a killed run may have left, found by ccrig's name prefix."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from topologies.netns import namespaces, remove_namespace
+from .commands import Commands
+from .prometheus_server import PrometheusServer
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
+              prometheus_root: Path = Path("results/prometheus")) -> list[str]:
+    commands = Commands(None)
+    said = []
+    for ns in namespaces(prefix):
+        # a namespace of a run that is still going belongs to it: ccrig-<pid>-node
+        pid = ns.removeprefix("ccrig-").split("-")[0]
+        if prefix == "ccrig-" and pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
+            said.append(f"kept namespace {ns}: its run (pid {pid}) is still going")
+            continue
+        remove_namespace(ns, commands)
+        said.append(f"removed namespace {ns} and its processes")
+    try:
+        from tcp_modules.manager import cleanup as cc_cleanup
+    except ImportError:
+        cc_cleanup = None
+    if cc_cleanup is not None:
+        for line in cc_cleanup(commands) or []:
+            said.append(line)
+    server = PrometheusServer(prometheus_root, commands)
+    for target in server.targets_dir.glob("*/*.json") if server.targets_dir.exists() else []:
+        pid = target.stem.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            target.unlink(missing_ok=True)
+            said.append(f"removed stale Prometheus target {target.name}")
+    if stop_prometheus and server.stop():
+        said.append("stopped the local Prometheus server")
+    return said or ["nothing to clean"]

@@ -1,0 +1,170 @@
+"""The `ccrig` command line: the one entry point (DESIGN.md, "Command line")."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import CcrigError, InputError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="ccrig: congestion-control experiments on real Linux kernels. "
+                       "A spec (YAML) describes topology, queues, congestion control and traffic; "
+                       "`ccrig run SPEC` runs it, archives it and exports it to Prometheus.")
+# wide enough for the summary table when the output is not a terminal (a log, CI)
+console = Console(width=None if sys.stdout.isatty() else 150)
+err = Console(stderr=True)
+
+
+def _mount(module: str, name: str, help: str) -> None:
+    """Sub-command groups live with their domain (tcp_modules/cli.py, analysis/model_cli.py, ...)."""
+    import importlib
+    try:
+        sub = importlib.import_module(module).app
+    except (ImportError, AttributeError):
+        return
+    app.add_typer(sub, name=name, help=help)
+
+
+@app.command()
+def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
+        set_: list[str] = typer.Option([], "--set", help="override a spec field: path=value, e.g. "
+                                       "topology.bottleneck.rate=20mbit (repeatable)"),
+        out: Path = typer.Option(Path("results/runs"), "--out", help="folder that receives the run directory"),
+        prometheus: str = typer.Option("auto", help="auto: start or reuse the local Prometheus server; off; "
+                                       "or the URL of a server already scraping ccrig"),
+        prometheus_dir: Path = typer.Option(Path("results/prometheus"), help="the local Prometheus server's "
+                                            "folder (config, storage, log)"),
+        progress: bool = typer.Option(True, help="show a progress bar")):
+    """Run an experiment: every sweep point and repetition; print a summary and the run directory."""
+    from . import spec as specmod
+    from .runner import Interrupted, Options, Runner
+    raw, exp = specmod.load(spec, set_)
+    if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
+        raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
+    runner = Runner(spec, raw, exp, Options(out_root=out, prometheus=prometheus, prometheus_root=prometheus_dir,
+                                               progress=progress))
+    try:
+        result = runner.run()
+    except Interrupted as e:
+        path = getattr(getattr(runner, "archive", None), "path", None)
+        err.print(f"ccrig: interrupted ({e}); everything was torn down"
+                  + (f"; finished points are in {path}" if path else ""))
+        raise typer.Exit(130)
+    except CcrigError as e:
+        path = getattr(getattr(runner, "archive", None), "path", None)
+        if path is not None:
+            e.args = (f"{e}; everything was torn down; finished points are in {path}",)
+        raise
+    print_summary(result.summary)
+    console.print(f"run directory: {result.path}")
+    if result.prometheus_url:
+        console.print(f"Prometheus: {result.prometheus_url}  e.g. "
+                      f"ccrig_flow_goodput_bits_per_second{{run=\"{result.summary['run']}\"}}")
+
+
+def _fmt(stat: dict, unit: str) -> str:
+    m, (lo, hi) = stat["mean"], stat["ci95"]
+    if m is None:
+        return "-"
+    half = (hi - lo) / 2 if lo is not None else 0.0
+    if unit == "bps":
+        return f"{m / 1e6:.3f} ±{half / 1e6:.3f}"
+    if unit == "ms":
+        return f"{m * 1e3:.1f} ±{half * 1e3:.1f}"
+    return f"{m:.3f} ±{half:.3f}"
+
+
+def print_summary(summary: dict) -> None:
+    console.print(f"[bold]{summary['experiment']}[/] — {summary['run']} — kernel {summary['kernel']}, "
+                  f"{summary['intervals']} intervals of {summary['interval_s']:g} s (first {summary['warmup']} "
+                  f"discarded), {summary['repetitions']} repetition(s); mean ± 95 % CI half-width")
+    cols = [("goodput_bps", "goodput Mbit/s", "bps"), ("throughput_bps", "throughput Mbit/s", "bps"),
+            ("eee", "EEE", ""), ("uar", "UAR", ""), ("loss", "loss", ""), ("rtt_s", "RTT ms", "ms")]
+    for p in summary["points"]:
+        params = ", ".join(f"{k}={v}" for k, v in p["params"].items()) or "single point"
+        t = Table(title=f"point {p['index']}: {params} — T_max {p['t_max_bps'] / 1e6:.3f} Mbit/s "
+                        f"(fair share {p['fair_share_bps'] / 1e6:.3f})")
+        t.add_column("flow")
+        t.add_column("cc")
+        for _, title, _ in cols:
+            t.add_column(title, justify="right")
+        t.add_column("Jain", justify="right")
+        for f in p["flows"]:
+            t.add_row(str(f["flow"]), f["cc"], *[_fmt(f[m], u) for m, _, u in cols], "")
+        s = p["system"]
+        t.add_row("system", "", *[_fmt(s[m], u) for m, _, u in cols], _fmt(s["jain"], ""), style="bold")
+        console.print(t)
+
+
+@app.command()
+def preflight(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
+              set_: list[str] = typer.Option([], "--set", help="override a spec field: path=value")):
+    """Say what the spec needs and whether this machine has it, and how to get what is missing."""
+    from . import spec as specmod
+    from .commands import Commands
+    from .preflight import needs
+    from .runner import run_prefix
+    raw, exp = specmod.load(spec, set_)
+    result = needs(specmod.points(raw, exp, str(spec)), Commands(None), run_prefix())
+    t = Table(title=f"preflight: {spec}")
+    for c in ("feature", "needed by", "here", "how to get it"):
+        t.add_column(c)
+    for n in result:
+        t.add_row(n.feature, n.needed_by, "yes" if n.ok else "[red]NO[/]", "" if n.ok else n.how)
+    console.print(t)
+    missing = [n for n in result if not n.ok]
+    if missing:
+        raise InputError(f"preflight: {len(missing)} missing: " + "; ".join(n.problem() for n in missing))
+
+
+@app.command()
+def clean(prefix: str = typer.Option("ccrig-", help="remove only what carries this name prefix"),
+          prometheus: bool = typer.Option(False, "--prometheus", help="also stop the local Prometheus server")):
+    """Remove everything ccrig may have left: namespaces (and their processes, veths and qdiscs),
+    congestion-control variants, stale Prometheus targets."""
+    from .cleanup import clean_all
+    for line in clean_all(prefix, stop_prometheus=prometheus):
+        console.print(line)
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="a run directory (results/runs/...)"),
+           out: Optional[Path] = typer.Option(None, help="where to write the report (default: RUN_DIR/report)"),
+           repetition: int = typer.Option(0, help="the repetition whose time series are plotted")):
+    """Tables and plots (Markdown + HTML + PNG/SVG) for a run directory."""
+    if not (run_dir / "summary.json").is_file():
+        raise InputError(f"RUN_DIR: got {str(run_dir)!r}; expected a run directory holding summary.json")
+    from analysis.report import report as make_report
+    path = make_report(run_dir, out, repetition)
+    console.print(f"report: {path}")
+
+
+_mount("tcp_modules.cli", "cc", "Congestion-control laws: list what the kernel offers, load or unload a variant.")
+_mount("analysis.model_cli", "model", "Analytical models: the Markov PAUSE model and the throughput equations.")
+_mount("experiments.provision", "provision", "Provision hosts with Ansible.")
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except CcrigError as e:
+        err.print(f"ccrig: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except (typer.Exit, SystemExit) as e:
+        sys.exit(getattr(e, "exit_code", getattr(e, "code", 0)))
+    except KeyboardInterrupt:
+        err.print("ccrig: interrupted")
+        sys.exit(130)
+    except Exception as e:  # click's usage errors
+        import click
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        raise

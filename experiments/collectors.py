@@ -1,0 +1,77 @@
+"""Collectors: the kernel's counters of a running point.
+
+FlowSampler runs experiments/sampler.py on a node (through the testbed, so it works in a namespace, on a
+Mininet host or over SSH) and gathers its JSON lines in a thread. QdiscReader reads a link's `tc -s -j`
+statistics at each interval boundary.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+from topologies.testbed import Testbed
+from .workloads import stop_process
+
+SAMPLER = Path(__file__).with_name("sampler.py")
+
+
+class FlowSampler:
+    def __init__(self, testbed: Testbed, node: str, keys: list[str], period: float, t0: float):
+        self.node, self.keys, self.t0 = node, keys, t0
+        argv = [*testbed.python(node), str(SAMPLER), "--period", f"{period:g}"]
+        for k in keys:
+            argv += ["--match", k]
+        self.proc = testbed.popen(node, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # key -> [(t since t0, fields)]
+        self.samples: dict[str, list[tuple[float, dict]]] = {k: [] for k in keys}
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            t = rec["t"] - self.t0
+            with self.lock:
+                for k, fields in rec["s"].items():
+                    if k in self.samples:
+                        self.samples[k].append((t, fields))
+
+    def snapshot(self, key: str) -> list[tuple[float, dict]]:
+        with self.lock:
+            return list(self.samples[key])
+
+    def latest_time(self) -> float | None:
+        with self.lock:
+            ts = [s[-1][0] for s in self.samples.values() if s]
+        return max(ts) if ts else None
+
+    def error(self) -> str:
+        """What the sampler said if it died."""
+        if self.proc.poll() is None:
+            return ""
+        return (self.proc.stderr.read() or b"").decode(errors="replace").strip()[-300:]
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self.thread.join(timeout=2)
+
+
+class QdiscReader:
+    """The statistics of every qdisc on one interface, read on demand."""
+
+    def __init__(self, testbed: Testbed, node: str, dev: str):
+        self.testbed, self.node, self.dev = testbed, node, dev
+
+    def read(self) -> list[dict]:
+        from qdiscs.stats import parse
+        out = self.testbed.run(self.node, ["tc", "-s", "-j", "qdisc", "show", "dev", self.dev]).stdout
+        rows = parse(out)
+        for r in rows:
+            r["node"], r["dev"] = self.node, self.dev
+        return rows

@@ -1,0 +1,89 @@
+"""env.json: what a run ran on, so it can be reproduced and its numbers interpreted."""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .commands import Commands
+
+SYSCTLS = ["net.ipv4.tcp_available_congestion_control", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_ecn",
+           "net.ipv4.tcp_sack", "net.ipv4.tcp_timestamps", "net.ipv4.tcp_window_scaling", "net.ipv4.tcp_rmem",
+           "net.ipv4.tcp_wmem", "net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_limit_output_bytes",
+           "net.ipv4.tcp_autocorking", "net.ipv4.tcp_mtu_probing", "net.core.default_qdisc"]
+TOOLS = {"iperf3": ["iperf3", "--version"], "tc": ["tc", "-V"], "ip": ["ip", "-V"],
+         "ethtool": ["ethtool", "--version"], "prometheus": ["prometheus", "--version"]}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys/" + name.replace(".", "/")).read_text().strip()
+    except OSError:
+        return None
+
+
+def _first_line(argv: list[str]) -> str | None:
+    if not shutil.which(argv[0]):
+        return None
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (p.stdout or p.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def kernel_config_hash() -> str | None:
+    for path in (Path("/proc/config.gz"), Path(f"/boot/config-{platform.release()}")):
+        if path.exists():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    return None
+
+
+def git_revision() -> dict:
+    def git(*args):
+        try:
+            return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain"))}
+
+
+def host(commands: Commands) -> dict:
+    u = platform.uname()
+    return {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": u.node,
+        "kernel": {"release": u.release, "version": u.version, "machine": u.machine,
+                   "config_sha256": kernel_config_hash()},
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "sysctls": {k: _sysctl(k) for k in SYSCTLS},
+        "tools": {k: _first_line(v) for k, v in TOOLS.items()},
+        "git": git_revision(),
+        "argv": sys.argv,
+    }
+
+
+def testbed_state(testbed) -> dict:
+    """Per node: its interfaces' qdisc trees and offload settings, as the kernel reports them after up()."""
+    out = {"testbed": testbed.name, "prefix": testbed.prefix, "nodes": {}}
+    for node, ifs in testbed.topology.interfaces().items():
+        entry = {}
+        for i in ifs:
+            qd = testbed.run(node, ["tc", "-j", "qdisc", "show", "dev", i.name], check=False).stdout
+            off = testbed.run(node, ["ethtool", "-k", i.name], check=False).stdout
+            offload = {k.strip(): v.split()[0] for k, v in (l.split(":", 1) for l in off.splitlines()[1:] if ":" in l)
+                       if k.strip() in ("tcp-segmentation-offload", "generic-segmentation-offload",
+                                        "generic-receive-offload")}
+            entry[i.name] = {"address": f"{i.address}/{i.prefix}", "peer": i.peer, "qdisc": qd.strip(),
+                             "offload": offload}
+        out["nodes"][node] = entry
+    return out

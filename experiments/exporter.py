@@ -1,0 +1,160 @@
+"""The run's Prometheus exporter: per-flow, per-system and per-qdisc series, one sample per measurement interval.
+
+Each interval's values are published as one batch stamped with the interval's end time. Prometheus is
+handed the batches in order, one per scrape: a scrape by Prometheus takes the next pending batch, so no
+interval is lost or doubled when scrape and interval phases drift (a repeated batch has the same timestamps
+and Prometheus drops it). Other clients (a browser, promtool, curl) see the newest batch and take nothing.
+At the end of a point the runner waits until Prometheus has taken everything (`drain`).
+
+Names start `ccrig_`, are in base units, counters end `_total`; labels: experiment, run, point, rep, flow,
+cc, qdisc (and node, dev for qdisc series).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+# metric -> (type, help); the summary.json metric names map onto these
+HELP = {
+    "flow_goodput_bits_per_second": ("gauge", "Unique payload delivered per second (tcpi_bytes_acked at the sender)"),
+    "flow_throughput_bits_per_second": ("gauge", "Payload put on the wire per second, retransmissions included"),
+    "flow_eee": ("gauge", "Extra Energy Expenditure: (T-G)/Tmax + 0.3 (Tmax-T)/Tmax, Tmax the fair share"),
+    "flow_uar": ("gauge", "Unexploited Available Resources: 1 - [0.5 T/Tmax + 0.5 G/T]"),
+    "flow_loss_ratio": ("gauge", "Segments lost / sent (non-spurious retransmissions)"),
+    "flow_retrans_ratio": ("gauge", "Segments retransmitted / sent"),
+    "flow_rtt_seconds": ("gauge", "Smoothed RTT from TCP_INFO, mean over the interval"),
+    "flow_cwnd_segments": ("gauge", "Congestion window, mean over the interval"),
+    "system_goodput_bits_per_second": ("gauge", "Sum of the flows' goodput"),
+    "system_throughput_bits_per_second": ("gauge", "Sum of the flows' throughput"),
+    "system_eee": ("gauge", "EEE of the system, Tmax the bottleneck's payload capacity"),
+    "system_uar": ("gauge", "UAR of the system, Tmax the bottleneck's payload capacity"),
+    "system_loss_ratio": ("gauge", "Packets dropped / offered at the bottleneck"),
+    "system_retrans_ratio": ("gauge", "Segments retransmitted / sent, all flows"),
+    "system_rtt_seconds": ("gauge", "Mean of the flows' smoothed RTT"),
+    "system_jain_fairness": ("gauge", "Jain's fairness index over the flows' goodput"),
+    "qdisc_sent_packets": ("counter", "Packets sent by the queue discipline"),
+    "qdisc_sent_bytes": ("counter", "Bytes sent by the queue discipline"),
+    "qdisc_dropped_packets": ("counter", "Packets dropped by the queue discipline"),
+    "qdisc_overlimits": ("counter", "Overlimit events of the queue discipline"),
+    "qdisc_backlog_packets": ("gauge", "Packets queued at the end of the interval"),
+    "qdisc_backlog_bytes": ("gauge", "Bytes queued at the end of the interval"),
+    "summary": ("gauge", "A point's summary over measured intervals: stat is mean, std, ci95_low or ci95_high"),
+}
+
+# interval metric (summary.json name) -> exporter name suffix
+SERIES = {"goodput_bps": "goodput_bits_per_second", "throughput_bps": "throughput_bits_per_second",
+          "eee": "eee", "uar": "uar", "loss": "loss_ratio", "retrans_rate": "retrans_ratio", "rtt_s": "rtt_seconds",
+          "cwnd": "cwnd_segments", "jain": "jain_fairness"}
+
+
+@dataclass
+class Sample:
+    name: str            # without the ccrig_ prefix, e.g. flow_goodput_bits_per_second
+    labels: dict
+    value: float
+    ts: float | None = None  # unix seconds; None = scrape time
+
+
+@dataclass
+class _State:
+    pending: deque = field(default_factory=deque)
+    current: list = field(default_factory=list)
+    info: list = field(default_factory=list)
+    taken: int = 0
+
+
+def families(samples: list[Sample]):
+    by_name: dict[str, list[Sample]] = {}
+    for s in samples:
+        by_name.setdefault(s.name, []).append(s)
+    for name, group in by_name.items():
+        kind, doc = HELP.get(name, ("gauge", name.replace("_", " ")))
+        keys = sorted({k for s in group for k in s.labels})
+        fam = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(f"ccrig_{name}", doc, labels=keys)
+        for s in group:
+            fam.add_metric([str(s.labels.get(k, "")) for k in keys], s.value, timestamp=s.ts)
+        yield fam
+
+
+class _Serve:
+    def __init__(self, samples):
+        self.samples = samples
+
+    def collect(self):
+        yield from families(self.samples)
+
+
+class Exporter:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self.state = _State()
+        self.lock = threading.Condition()
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path.split("?")[0] not in ("/metrics", "/"):
+                    self.send_error(404)
+                    return
+                body = exporter.render(self.headers.get("User-Agent", "").startswith("Prometheus/"))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"{host}:{port}"
+
+    def render(self, by_prometheus: bool) -> bytes:
+        with self.lock:
+            if by_prometheus and self.state.pending:
+                self.state.current = self.state.pending.popleft()
+                self.state.taken += 1
+                self.lock.notify_all()
+            samples = list(self.state.current) + list(self.state.info)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Serve(samples))
+        return generate_latest(registry)
+
+    def publish(self, samples: list[Sample]) -> None:
+        """Queues one interval's batch for Prometheus."""
+        with self.lock:
+            self.state.pending.append(samples)
+            if not self.state.current:
+                self.state.current = samples
+
+    def set_info(self, samples: list[Sample]) -> None:
+        """Series served on every scrape without a timestamp (run info, progress)."""
+        with self.lock:
+            self.state.info = samples
+
+    def drain(self, timeout: float) -> bool:
+        """Waits until Prometheus has taken every queued batch; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.state.pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.lock.wait(left)
+        return True
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

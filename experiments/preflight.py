@@ -1,0 +1,76 @@
+"""Preflight: what a spec needs from this machine, checked before anything is set up.
+
+Each need is a feature, what in the spec needs it, whether this machine has it, and how to get it. `ccrig
+preflight SPEC` prints them all; `ccrig run` refuses to start while any is missing (exit code 2).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .commands import Commands
+from .spec import Point
+
+TOOLS = {"ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "iperf3": "iperf3", "ethtool": "ethtool"}
+
+
+@dataclass
+class Need:
+    feature: str
+    needed_by: str
+    ok: bool
+    how: str = ""
+
+    def problem(self) -> str:
+        return f"{self.feature} (needed by {self.needed_by}) is missing: {self.how}"
+
+
+def available_ccs() -> set[str]:
+    try:
+        return set(Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
+    except FileNotFoundError:
+        return set()
+
+
+def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
+    out: list[Need] = []
+    release = platform.release()
+    out.append(Need("root privileges", "network namespaces, tc and iperf3 in namespaces", os.geteuid() == 0,
+                    "run as root, e.g. `sudo ccrig run SPEC` (or `sudo make experiment`)"))
+    for tool, pkg in TOOLS.items():
+        out.append(Need(f"the `{tool}` command", "every run", shutil.which(tool) is not None,
+                        f"install the Debian package {pkg} (`make deps`)"))
+    # queue disciplines, netem included, that any point's links ask for
+    kinds: dict[str, str] = {}
+    for p in points:
+        topo = p.experiment.topology.build(p.experiment.n_flows)
+        for link in topo.links:
+            for (a, b), eg in (((link.a, link.b), link.a_to_b), ((link.b, link.a), link.b_to_a)):
+                if eg.qdisc is not None and eg.rate is not None:
+                    kinds.setdefault(eg.qdisc.kind, f"the {a}->{b} link's qdisc")
+                if eg.needs_netem:
+                    what = "added delay" if eg.delay > 0 else "random loss"
+                    kinds.setdefault("netem", f"{what} on the {a}->{b} link")
+    if kinds and os.geteuid() == 0 and shutil.which("tc"):
+        from qdiscs import probe
+        have = probe.available(commands, prefix)
+        for kind, by in kinds.items():
+            out.append(Need(f"the {kind} queue discipline", by, kind in have,
+                            probe.missing_message(kind, release)))
+    have_cc = available_ccs()
+    for p in points:
+        for i, f in enumerate(p.experiment.flows):
+            if f.cc not in have_cc:
+                out.append(Need(f"TCP congestion control {f.cc!r}", f"flows[{i}]", False,
+                                f"kernel {release} offers {', '.join(sorted(have_cc)) or 'none'}; "
+                                f"load its module (`modprobe tcp_{f.cc}`) or use the `vm` testbed"))
+    # one line per distinct need
+    seen, unique = set(), []
+    for n in out:
+        if (n.feature, n.ok) not in seen:
+            seen.add((n.feature, n.ok))
+            unique.append(n)
+    return unique

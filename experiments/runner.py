@@ -1,0 +1,412 @@
+"""The runner: spec -> points (sweep x repetitions) -> for each: preflight, testbed up, traffic, sampling every
+interval into metrics, the exporter and the archive -> testbed down, always.
+
+    for point in sweep:
+        for rep in repetitions:
+            testbed.up(topology) -> iperf3 servers -> samplers -> clients
+            every interval: counters -> metrics -> intervals.csv + Prometheus
+            clients done -> iperf3 cross-check -> testbed.down()     (also on error and Ctrl-C)
+        summary.json += the point (mean of interval means, std, 95 % CI; repetitions on top)
+"""
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analysis import metrics, stats
+from analysis.intervals import FlowSeries, flow_interval, system_interval
+from topologies.netns import NetnsTestbed
+from topologies.testbed import Testbed
+from . import environment, spec as specmod
+from .archive import INTERVAL_COLUMNS, QDISC_COLUMNS, TRACE_COLUMNS, CsvTable, RunArchive, new_run_dir
+from .collectors import FlowSampler, QdiscReader
+from .commands import Commands
+from .errors import InputError, RunError
+from .exporter import SERIES, Exporter, Sample
+from .preflight import needs
+from .prometheus_server import PrometheusServer
+from .workloads import BulkFlow, Traffic
+
+METRICS = ["goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s"]
+TRACE_PERIOD = 0.02   # seconds: congestion events are shorter than an interval
+GRACE = 0.1           # seconds past a boundary before its interval is computed (a sample past it must arrive)
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM: stop, tear down, keep what was measured."""
+
+
+def run_prefix() -> str:
+    return f"ccrig-{os.getpid()}"
+
+
+def make_testbed(name: str, topology, commands: Commands, prefix: str) -> Testbed:
+    if name == "netns":
+        return NetnsTestbed(topology, commands, prefix)
+    raise InputError(f"testbed: got {name!r}; this version runs `netns` only "
+                     f"(mininet, hosts and vm are planned)")
+
+
+@dataclass
+class Options:
+    out_root: Path = Path("results/runs")
+    prometheus: str = "auto"        # auto: start/reuse the local server; off; or a URL of one already running
+    prometheus_root: Path = Path("results/prometheus")
+    prefix: str = field(default_factory=run_prefix)
+    progress: bool = True
+
+
+@dataclass
+class RunResult:
+    path: Path
+    summary: dict
+    prometheus_url: str | None
+
+
+class Runner:
+    def __init__(self, spec_path: Path, raw: dict, exp: specmod.Experiment, options: Options):
+        self.spec_path, self.raw, self.exp, self.opt = spec_path, raw, exp, options
+        self.points = specmod.points(raw, exp, str(spec_path))
+        self.commands = Commands(None)
+        self.exporter: Exporter | None = None
+        self.prom_url: str | None = None
+        self.target: Path | None = None
+        self.testbed: Testbed | None = None
+        self.traffic: Traffic | None = None
+        self.samplers: list[FlowSampler] = []
+
+    # --- the whole run ----------------------------------------------------------------------------------
+    def preflight(self) -> None:
+        missing = [n for n in needs(self.points, self.commands, self.opt.prefix) if not n.ok]
+        if missing:
+            raise InputError("preflight: " + "; ".join(n.problem() for n in missing))
+
+    def run(self) -> RunResult:
+        self.preflight()
+        run_dir = new_run_dir(self.opt.out_root, self.exp.name)
+        self.archive = RunArchive(run_dir)
+        self.commands = Commands(self.archive.commands_log)
+        self.archive.write_spec(self.raw)
+        self.run_id = run_dir.name
+        self.env = environment.host(self.commands)
+        self.env["testbed"] = self.exp.testbed
+        self.archive.write_json("env.json", self.env)
+        self.summary = {"experiment": self.exp.name, "run": self.run_id, "kernel": self.env["kernel"]["release"],
+                        "testbed": self.exp.testbed, "interval_s": self.exp.interval,
+                        "intervals": self.exp.n_intervals, "warmup": self.exp.warmup,
+                        "repetitions": self.exp.repetitions, "complete": False, "points": []}
+        self.archive.write_json("summary.json", self.summary)
+        old = _trap_signals()
+        try:
+            self._start_prometheus()
+            total = len(self.points) * self.exp.repetitions
+            with _progress(self.opt.progress, total * self.exp.n_intervals) as bar:
+                self.bar = bar
+                for point in self.points:
+                    reps = []
+                    for rep in range(point.experiment.repetitions):
+                        reps.append(self.run_repetition(point, rep))
+                    self.summary["points"].append(self.summarize_point(point, reps))
+                    self.archive.write_json("summary.json", self.summary)
+                    self._publish_summary(self.summary["points"][-1])
+            self.summary["complete"] = True
+            self.archive.write_json("summary.json", self.summary)
+        finally:
+            _restore_signals(old)
+            self._stop_prometheus()
+        return RunResult(run_dir, self.summary, self.prom_url)
+
+    # --- one repetition of one point ------------------------------------------------------------------
+    def run_repetition(self, point: specmod.Point, rep: int) -> dict:
+        exp = point.experiment
+        topo = exp.topology.build(exp.n_flows)
+        out = self.archive.rep_dir(point.index, rep)
+        flows = [BulkFlow(i, f.cc, *topo.pairs[i % len(topo.pairs)], start=f.start, duration=exp.duration)
+                 for i, f in enumerate(exp.flow_list())]
+        self.testbed = make_testbed(exp.testbed, topo, self.commands, self.opt.prefix)
+        try:
+            self.testbed.up()
+            if point.index == 0 and rep == 0:
+                self.env["topology"] = environment.testbed_state(self.testbed)
+                self.archive.write_json("env.json", self.env)
+            return self._measure(point, rep, topo, flows, out)
+        finally:
+            self._teardown()
+
+    def _measure(self, point, rep, topo, flows, out: Path) -> dict:
+        exp = point.experiment
+        rate = topo.egress_of(*topo.bottleneck).egress.rate.bps(topo.mtu + 14)
+        t_max = metrics.payload_capacity(rate, topo.mtu)
+        share = t_max / len(flows)
+        self.traffic = Traffic(self.testbed, flows, out)
+        self.traffic.start_servers()
+        t0 = time.time()
+        by_node: dict[str, list[str]] = {}
+        for f in flows:
+            by_node.setdefault(f.sender, []).append(f.sender_key)
+            by_node.setdefault(f.receiver, []).append(f.receiver_key)
+        self.samplers = [FlowSampler(self.testbed, n, keys, TRACE_PERIOD, t0) for n, keys in by_node.items()]
+        sampler_of = {k: s for s in self.samplers for k in s.keys}
+        bottleneck = QdiscReader(self.testbed, topo.bottleneck[0], self.testbed.egress_device(*topo.bottleneck))
+        tables = {"intervals": CsvTable(out / "intervals.csv", INTERVAL_COLUMNS),
+                  "qdisc": CsvTable(out / "qdisc.csv", QDISC_COLUMNS)}
+        labels = {"experiment": self.exp.name, "run": self.run_id, "point": str(point.index), "rep": str(rep),
+                  "qdisc": exp.topology.bottleneck.qdisc.label() if hasattr(exp.topology, "bottleneck") else ""}
+        pending = sorted(flows, key=lambda f: f.start)
+        qdisc_prev = self._qdisc_totals(bottleneck.read(), tables["qdisc"], 0.0)
+        rows_by_flow: dict[int, list[dict]] = {f.index: [] for f in flows}
+        system_rows: list[dict] = []
+        try:
+            for k in range(1, exp.n_intervals + 1):
+                boundary = k * exp.interval
+                # start the flows whose time has come, then sleep to the boundary
+                while True:
+                    now = time.time() - t0
+                    while pending and pending[0].start <= now:
+                        self.traffic.start_client(pending.pop(0))
+                    wake = min([boundary] + [f.start for f in pending])
+                    if now >= boundary:
+                        break
+                    time.sleep(max(0.0, min(wake, boundary) - now))
+                q = self._qdisc_totals(bottleneck.read(), tables["qdisc"], time.time() - t0)
+                self._wait_samples(boundary + GRACE, t0)
+                a, b = boundary - exp.interval, boundary
+                rows = []
+                for f in flows:
+                    snd = FlowSeries(sampler_of[f.sender_key].snapshot(f.sender_key))
+                    row = flow_interval(snd, a, b, share)
+                    rows.append(row)
+                    rows_by_flow[f.index].append(row)
+                    tables["intervals"].write({"interval": k - 1, "t_start": a, "t_end": b, "flow": f.index,
+                                               "cc": f.cc, **row})
+                sysrow = system_interval(rows, t_max, q["dropped"] - qdisc_prev["dropped"],
+                                         q["offered"] - qdisc_prev["offered"])
+                qdisc_prev = q
+                system_rows.append(sysrow)
+                tables["intervals"].write({"interval": k - 1, "t_start": a, "t_end": b, "flow": "all", "cc": "",
+                                           **sysrow})
+                tables["intervals"].flush()
+                self._publish_interval(labels, flows, rows, sysrow, q, t0 + b)
+                self.bar.advance()
+            # the clients end on their own; their sockets' final counters close the trace
+            self.traffic.wait(timeout=exp.duration + 30)
+            time.sleep(2 * TRACE_PERIOD)
+        finally:
+            for t in tables.values():
+                t.close()
+            for s in self.samplers:
+                s.stop()
+        self._write_trace(out, flows, sampler_of)
+        iperf = self.traffic.results()
+        checks = self._cross_check(flows, sampler_of, iperf)
+        return self._rep_summary(flows, rows_by_flow, system_rows, exp.warmup, t_max, share, checks)
+
+    def _wait_samples(self, until: float, t0: float) -> None:
+        """Sleeps until `until` (seconds since t0) and until every live sampler has reported past it."""
+        deadline = t0 + until + 1.0
+        while time.time() < deadline:
+            late = [s for s in self.samplers if s.proc.poll() is None and (s.latest_time() or -1) < until - GRACE]
+            if time.time() - t0 >= until and not late:
+                return
+            time.sleep(0.01)
+        dead = [s for s in self.samplers if s.proc.poll() is not None]
+        if dead:
+            raise RunError(f"the TCP_INFO sampler on {dead[0].node} stopped: {dead[0].error() or 'no message'}")
+
+    def _qdisc_totals(self, rows: list[dict], table: CsvTable, t: float) -> dict:
+        for r in rows:
+            table.add_columns(r)
+            table.write({"t": t, **r})
+        table.flush()
+        root = next((r for r in rows if r.get("parent") in ("root", None)), rows[0] if rows else {})
+        dropped = float(root.get("dropped", 0))
+        return {"dropped": dropped, "offered": dropped + float(root.get("sent_packets", 0)), "rows": rows}
+
+    def _write_trace(self, out: Path, flows, sampler_of) -> None:
+        table = CsvTable(out / "trace.csv", TRACE_COLUMNS)
+        for f in flows:
+            for t, s in sampler_of[f.sender_key].snapshot(f.sender_key):
+                table.write({"t": t, "flow": f.index, "cwnd": s.get("snd_cwnd"), "ssthresh": s.get("snd_ssthresh"),
+                             "srtt_s": s.get("rtt_us", 0) / 1e6, "bytes_acked": s.get("bytes_acked"),
+                             "bytes_sent": s.get("bytes_sent")})
+        table.close()
+
+    def _cross_check(self, flows, sampler_of, iperf: dict[int, dict]) -> list[dict]:
+        """Per flow: the sender's bytes_acked and the receiver's bytes_received against iperf3's own count,
+        and the congestion control the socket really used."""
+        out = []
+        for f in flows:
+            snd = sampler_of[f.sender_key].snapshot(f.sender_key)
+            rcv = sampler_of[f.receiver_key].snapshot(f.receiver_key)
+            acked = max((s.get("bytes_acked", 0) for _, s in snd), default=0)
+            received = max((s.get("bytes_received", 0) for _, s in rcv), default=0)
+            ip = iperf[f.index]["end"]["sum_received"]["bytes"]
+            used = {s.get("cc") for _, s in snd if s.get("cc")}
+            if used and used != {f.cc}:
+                raise RunError(f"flow {f.index} asked for congestion control {f.cc!r} but its socket used "
+                               f"{', '.join(sorted(used))}")
+            out.append({"flow": f.index, "collector_bytes_acked": acked, "receiver_bytes_received": received,
+                        "iperf3_bytes_received": ip,
+                        "collector_vs_iperf3": acked / ip - 1 if ip else None,
+                        "receiver_vs_iperf3": received / ip - 1 if ip else None})
+        return out
+
+    def _rep_summary(self, flows, rows_by_flow, system_rows, warmup, t_max, share, checks) -> dict:
+        def stat(rows, name):
+            return stats.summarize(stats.measured([r[name] for r in rows], warmup))
+        system = {m: stat(system_rows, m) for m in METRICS + ["jain"]}
+        per_flow = []
+        for f in flows:
+            entry = {"flow": f.index, "cc": f.cc, "sender": f.sender, "receiver": f.receiver}
+            entry.update({m: stat(rows_by_flow[f.index], m) for m in METRICS})
+            per_flow.append(entry)
+        return {"system": system, "flows": per_flow, "t_max_bps": t_max, "fair_share_bps": share,
+                "cross_check": checks}
+
+    def summarize_point(self, point: specmod.Point, reps: list[dict]) -> dict:
+        system = {m: stats.over_repetitions([r["system"][m] for r in reps]) for m in METRICS + ["jain"]}
+        flows = []
+        for i, f in enumerate(reps[0]["flows"]):
+            entry = {k: f[k] for k in ("flow", "cc", "sender", "receiver")}
+            entry.update({m: stats.over_repetitions([r["flows"][i][m] for r in reps]) for m in METRICS})
+            flows.append(entry)
+        return {"index": point.index, "params": point.params, "t_max_bps": reps[0]["t_max_bps"],
+                "fair_share_bps": reps[0]["fair_share_bps"], "system": system, "flows": flows,
+                "repetitions": [{"rep": i, **r} for i, r in enumerate(reps)]}
+
+    # --- teardown ------------------------------------------------------------------------------------
+    def _teardown(self) -> None:
+        if self.traffic is not None:
+            self.traffic.stop()
+            self.traffic = None
+        for s in self.samplers:
+            s.stop()
+        self.samplers = []
+        if self.testbed is not None:
+            self.testbed.down()
+            self.testbed = None
+
+    # --- Prometheus ----------------------------------------------------------------------------------
+    def _start_prometheus(self) -> None:
+        if self.opt.prometheus == "off":
+            return
+        self.exporter = Exporter()
+        labels = {"experiment": self.exp.name, "run": self.run_id}
+        if self.opt.prometheus == "auto":
+            server = PrometheusServer(self.opt.prometheus_root, self.commands)
+            self.prom_url = server.ensure(self.exp.interval)
+            self.target = server.add_target(self.exp.interval, self.run_id, self.exporter.address, {})
+        else:
+            self.prom_url = self.opt.prometheus.rstrip("/")
+            sd = os.environ.get("CCRIG_PROMETHEUS_TARGETS")
+            if sd:
+                self.target = Path(sd) / f"{self.run_id}.json"
+                self.target.write_text(f'[{{"targets": ["{self.exporter.address}"]}}]\n')
+        self.exporter.set_info([Sample("run_info", {**labels, "kernel": self.env["kernel"]["release"],
+                                                    "testbed": self.exp.testbed}, 1.0)])
+        self.env["prometheus"] = {"url": self.prom_url, "exporter": self.exporter.address}
+        self.archive.write_json("env.json", self.env)
+
+    def _stop_prometheus(self) -> None:
+        if self.exporter is None:
+            return
+        # Prometheus must take the last batches before the exporter goes away
+        if not self.exporter.drain(timeout=4 * self.exp.interval + 5):
+            print(f"warning: Prometheus did not scrape the run's last samples; they are in {self.archive.path}")
+        if self.target is not None:
+            self.target.unlink(missing_ok=True)
+        self.exporter.close()
+
+    def _publish_interval(self, labels, flows, rows, sysrow, q, ts: float) -> None:
+        if self.exporter is None:
+            return
+        out = []
+        for f, row in zip(flows, rows):
+            fl = {**labels, "flow": str(f.index), "cc": f.cc}
+            out += [Sample(f"flow_{SERIES[m]}", fl, row[m], ts) for m in METRICS + ["cwnd"] if row[m] is not None]
+        out += [Sample(f"system_{SERIES[m]}", labels, sysrow[m], ts) for m in METRICS + ["jain"]
+                if sysrow[m] is not None]
+        for r in q["rows"]:
+            ql = {**{k: v for k, v in labels.items() if k != "qdisc"}, "node": r["node"], "dev": r["dev"],
+                  "kind": r.get("kind", ""), "handle": r.get("handle", "")}
+            for name, key in (("qdisc_sent_packets", "sent_packets"), ("qdisc_sent_bytes", "sent_bytes"),
+                              ("qdisc_dropped_packets", "dropped"), ("qdisc_overlimits", "overlimits"),
+                              ("qdisc_backlog_packets", "backlog_packets"), ("qdisc_backlog_bytes", "backlog_bytes")):
+                if r.get(key) is not None:
+                    out.append(Sample(name, ql, float(r[key]), ts))
+        self.exporter.publish(out)
+
+    def _publish_summary(self, point: dict) -> None:
+        if self.exporter is None:
+            return
+        ts = time.time()
+        base = {"experiment": self.exp.name, "run": self.run_id, "point": str(point["index"])}
+        out = []
+        for scope, entries in (("system", [point["system"]]), ("flow", point["flows"])):
+            for e in entries:
+                lab = {**base, "scope": scope, "flow": str(e.get("flow", "all")), "cc": e.get("cc", "")}
+                for m in METRICS + (["jain"] if scope == "system" else []):
+                    s = e[m]
+                    for stat_name, v in (("mean", s["mean"]), ("std", s["std"]), ("ci95_low", s["ci95"][0]),
+                                         ("ci95_high", s["ci95"][1])):
+                        if v is not None:
+                            out.append(Sample("summary", {**lab, "metric": m, "stat": stat_name}, v, ts))
+        self.exporter.publish(out)
+
+
+# --- signals and progress --------------------------------------------------------------------------------
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _trap_signals():
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore_signals(old) -> None:
+    if old:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class _NoBar:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _Bar(_NoBar):
+    def __init__(self, total: int):
+        from rich.progress import BarColumn, Progress, TimeRemainingColumn
+        self.p = Progress("[progress.description]{task.description}", BarColumn(),
+                          "{task.completed}/{task.total} intervals", TimeRemainingColumn(), transient=True)
+        self.task = self.p.add_task("measuring", total=total)
+
+    def advance(self, n: int = 1) -> None:
+        self.p.advance(self.task, n)
+
+    def __enter__(self):
+        self.p.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.p.stop()
+        return False
+
+
+def _progress(enabled: bool, total: int):
+    return _Bar(total) if enabled else _NoBar()

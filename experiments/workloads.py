@@ -1,0 +1,136 @@
+"""Workloads: the traffic of a point. A bulk flow is one iperf3 client -> server pair with its own congestion
+control (`-C`), its data connection pinned to a known client port so the sampler can find its socket.
+
+Flow i uses server port 5201+i on its receiver and client port 40001+i on its sender; the iperf3 JSON of the
+client (which carries the receiver's totals too) is kept in the archive.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from topologies.testbed import Testbed
+from .errors import RunError
+
+SERVER_PORT = 5201
+CLIENT_PORT = 40001
+
+
+@dataclass
+class BulkFlow:
+    index: int
+    cc: str            # the kernel name passed to iperf3 -C
+    sender: str
+    receiver: str
+    start: float       # seconds after the point's traffic starts
+    duration: float    # seconds of sending
+
+    @property
+    def server_port(self) -> int:
+        return SERVER_PORT + self.index
+
+    @property
+    def client_port(self) -> int:
+        return CLIENT_PORT + self.index
+
+    def server_argv(self, bind: str) -> list[str]:
+        return ["iperf3", "--server", "--one-off", "--bind", bind, "--port", str(self.server_port)]
+
+    def client_argv(self, server: str) -> list[str]:
+        return ["iperf3", "--client", server, "--port", str(self.server_port), "--cport", str(self.client_port),
+                "--time", str(math.ceil(self.duration)), "--congestion", self.cc, "--json",
+                "--interval", "1"]
+
+    # the sampler's match keys: (local port, remote port) on each end
+    @property
+    def sender_key(self) -> str:
+        return f"{self.client_port}:{self.server_port}"
+
+    @property
+    def receiver_key(self) -> str:
+        return f"{self.server_port}:{self.client_port}"
+
+
+class Traffic:
+    """Starts and stops a point's flows on a testbed."""
+
+    def __init__(self, testbed: Testbed, flows: list[BulkFlow], out_dir: Path):
+        self.testbed, self.flows, self.out_dir = testbed, flows, out_dir
+        self.servers: list[subprocess.Popen] = []
+        self.clients: dict[int, subprocess.Popen] = {}
+        self._files = []
+
+    def start_servers(self, timeout: float = 10) -> None:
+        for f in self.flows:
+            self.servers.append(self.testbed.popen(f.receiver, f.server_argv(self.testbed.address(f.receiver))))
+        deadline = time.monotonic() + timeout
+        for f in self.flows:
+            # listening? (ss filter on the local port); the server may need a moment to bind
+            while True:
+                out = self.testbed.run(f.receiver, ["ss", "-Hltn", f"sport = :{f.server_port}"], check=False).stdout
+                if out.strip():
+                    break
+                if time.monotonic() > deadline:
+                    raise RunError(f"iperf3 server for flow {f.index} did not listen on {f.receiver}:"
+                                   f"{f.server_port} within {timeout:g} s")
+                time.sleep(0.05)
+
+    def start_client(self, f: BulkFlow) -> None:
+        out = open(self.out_dir / f"iperf3-{f.index}.json", "w")
+        self._files.append(out)
+        self.clients[f.index] = self.testbed.popen(f.sender, f.client_argv(self.testbed.address(f.receiver)),
+                                                   stdout=out, stderr=subprocess.STDOUT)
+
+    def running(self) -> bool:
+        return any(p.poll() is None for p in self.clients.values())
+
+    def wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for i, p in self.clients.items():
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise RunError(f"iperf3 client of flow {i} did not finish within {timeout:g} s") from None
+
+    def stop(self) -> None:
+        """Ends every process this point started (clients first, then servers). Never raises."""
+        for p in [*self.clients.values(), *self.servers]:
+            stop_process(p)
+        for fh in self._files:
+            fh.close()
+
+    def results(self) -> dict[int, dict]:
+        """Each flow's iperf3 JSON; a flow whose client failed raises with iperf3's own error."""
+        out = {}
+        for f in self.flows:
+            text = (self.out_dir / f"iperf3-{f.index}.json").read_text()
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError:
+                raise RunError(f"iperf3 client of flow {f.index} wrote no JSON: {text.strip()[:200]}") from None
+            if "error" in data:
+                raise RunError(f"iperf3 flow {f.index} ({f.sender} -> {f.receiver}, cc {f.cc}): {data['error']}")
+            out[f.index] = data
+        return out
+
+
+def stop_process(p: subprocess.Popen, grace: float = 2.0) -> None:
+    """SIGTERM the process group, then SIGKILL what is left after grace seconds."""
+    import os
+    import signal
+    if p.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            p.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -1,0 +1,110 @@
+"""Fair queueing: fq (per-flow queues with round-robin and pacing, tc-fq(8)) and sfq (stochastic fairness
+queueing, tc-sfq(8)), the disciplines of Keshav's FQ scenarios: a misbehaving flow fills only its own queue.
+
+On a router fq has no sockets to go by, so it separates flows by the packet's hash (addresses and ports),
+as sfq does; pacing only applies to locally generated traffic.
+"""
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import field_validator
+
+from experiments.errors import field_error
+from experiments.fields import RateField, TimeField
+from .base import Qdisc, check_positive, packet_limit, tc_time, to_bytes, wire_bytes
+
+
+class Fq(Qdisc):
+    kind: Literal["fq"] = "fq"
+    module: ClassVar[str] = "sch_fq"
+    limit: int | None = None          # packets in all flows (default: the link's buffer)
+    flow_limit: int | None = None     # packets per flow (kernel default 100)
+    quantum: int | str | None = None  # bytes a flow may send per round (kernel default 2 MTU)
+    initial_quantum: int | str | None = None
+    buckets: int | None = None        # hash table size (power of two)
+    maxrate: RateField | None = None  # per-flow pacing cap
+    pacing: bool = True
+    ce_threshold: TimeField | None = None
+
+    @field_validator("limit", "flow_limit")
+    @classmethod
+    def _count(cls, v):
+        return check_positive(v)
+
+    @field_validator("quantum", "initial_quantum")
+    @classmethod
+    def _bytes(cls, v):
+        return to_bytes(v)
+
+    @field_validator("buckets")
+    @classmethod
+    def _pow2(cls, v):
+        if v is not None and (v < 1 or v & (v - 1)):
+            raise ValueError(f"got {v!r}; expected a power of two such as 1024")
+        return v
+
+    def qdisc_args(self, buffer, rate_bps, mtu):
+        args = ["fq", "limit", str(packet_limit(self.limit, buffer, mtu))]
+        for name in ("flow_limit", "quantum", "initial_quantum", "buckets"):
+            if getattr(self, name) is not None:
+                args += [name, str(getattr(self, name))]
+        if self.maxrate is not None:
+            args += ["maxrate", self.maxrate.tc(wire_bytes(mtu))]
+        if self.ce_threshold is not None:
+            args += ["ce_threshold", tc_time(self.ce_threshold)]
+        args.append("pacing" if self.pacing else "nopacing")
+        return args
+
+
+class Sfq(Qdisc):
+    kind: Literal["sfq"] = "sfq"
+    module: ClassVar[str] = "sch_sfq"
+    limit: int | None = None          # packets in all flows (default: the link's buffer, kernel cap 65535)
+    depth: int | None = None          # packets per flow (kernel default 127)
+    divisor: int | None = None        # hash buckets (power of two, kernel default 1024)
+    quantum: int | str | None = None  # bytes per round (kernel default 1 MTU)
+    perturb: int | None = None        # seconds between hash reseeds (0: never, the kernel's default)
+    headdrop: bool = False            # drop from the head of the longest flow rather than the tail
+
+    @field_validator("limit")
+    @classmethod
+    def _limit(cls, v):
+        check_positive(v)
+        if v is not None and not 2 <= v <= 65535:
+            raise ValueError(f"got {v!r}; expected 2 to 65535 packets")
+        return v
+
+    @field_validator("depth")
+    @classmethod
+    def _depth(cls, v):
+        return check_positive(v)
+
+    @field_validator("perturb")
+    @classmethod
+    def _perturb(cls, v):
+        return check_positive(v, allow_zero=True)
+
+    @field_validator("quantum")
+    @classmethod
+    def _bytes(cls, v):
+        return to_bytes(v)
+
+    @field_validator("divisor")
+    @classmethod
+    def _pow2(cls, v):
+        if v is not None and (v < 1 or v > 65536 or v & (v - 1)):
+            raise ValueError(f"got {v!r}; expected a power of two up to 65536, such as 1024")
+        return v
+
+    def qdisc_args(self, buffer, rate_bps, mtu):
+        limit = packet_limit(self.limit, buffer, mtu)
+        if not 2 <= limit <= 65535:
+            raise field_error("buffer", f"{limit}pkt", "2 to 65535 packets for sfq")
+        args = ["sfq", "limit", str(limit)]
+        for name in ("depth", "divisor", "quantum", "perturb"):
+            if getattr(self, name) is not None:
+                args += [name, str(getattr(self, name))]
+        if self.headdrop:
+            args.append("headdrop")
+        return args

@@ -1,0 +1,99 @@
+"""Which queue disciplines the running kernel has, found by trying them, so preflight can refuse a spec that
+needs a missing one before anything is set up.
+
+Each discipline is installed, as ccrig would render it, as the root qdisc of `lo` in a scratch network
+namespace (no dummy or veth module needed), then removed with the namespace. Where the kernel loads
+modules, `modprobe sch_X` runs first (tc would also ask the kernel to autoload, but only if modprobe is
+found by the kernel's usermode helper). A kernel's set does not change while it runs, so the answer is
+cached per kernel release for the life of the process.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from experiments.commands import Commands
+from experiments.errors import InputError, RunError
+from experiments.units import Size
+from . import KINDS
+
+# the other disciplines a run can need, besides the bottleneck's: the shaper and the delay/loss line
+OTHER: dict[str, tuple[str, list[str]]] = {
+    "htb": ("sch_htb", ["htb", "default", "1"]),
+    "tbf": ("sch_tbf", ["tbf", "rate", "10mbit", "burst", "15140", "latency", "50ms"]),
+    "netem": ("sch_netem", ["netem", "delay", "1ms"]),
+}
+
+_cache: dict[str, frozenset[str]] = {}
+
+
+def probes() -> dict[str, tuple[str, list[str]]]:
+    """kind -> (module, qdisc args) for everything the probe tries; KINDS render their own defaults."""
+    out = {kind: (cls.module, cls().qdisc_args(Size(packets=100), 10e6, 1500)) for kind, cls in KINDS.items()}
+    out.update(OTHER)
+    return out
+
+
+def modules_supported() -> bool:
+    """Whether the running kernel can load modules at all (no /proc/modules without CONFIG_MODULES)."""
+    return Path("/proc/modules").exists()
+
+
+def available(commands: Commands, prefix: str) -> set[str]:
+    """The disciplines (KINDS plus htb, tbf, netem) the running kernel can install."""
+    release = os.uname().release
+    if release not in _cache:
+        _cache[release] = frozenset(_try_all(commands, f"{prefix}-qprobe"))
+    return set(_cache[release])
+
+
+def _try_all(commands: Commands, ns: str) -> set[str]:
+    loadable = modules_supported()
+    found = set()
+    commands.ok(["ip", "netns", "del", ns])  # left by a probe of this prefix that was killed
+    commands.run(["ip", "netns", "add", ns])
+    try:
+        for kind, (module, args) in probes().items():
+            if loadable and module:
+                commands.ok(["modprobe", "-q", module])
+            argv = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", *args]
+            proc = commands.run(argv, ns=ns, check=False)
+            if proc.returncode == 0:
+                found.add(kind)
+                commands.ok(["tc", "qdisc", "del", "dev", "lo", "root"], ns=ns)
+            elif not _unknown_kind(proc.stderr):
+                # the kernel knows the kind but refused our parameters: a bug here, not a missing feature
+                raise RunError(f"probing {kind}: {shlex.join(argv)} failed: {proc.stderr.strip()}")
+    finally:
+        commands.ok(["ip", "netns", "del", ns])
+    return found
+
+
+def _unknown_kind(stderr: str) -> bool:
+    """tc's answer when the kernel has no such discipline (with netlink extack, and without)."""
+    return "kind is unknown" in stderr or "No such file or directory" in stderr
+
+
+def module_of(kind: str) -> str:
+    return probes()[kind][0] if kind in probes() else f"sch_{kind}"
+
+
+def missing_message(kind: str, release: str) -> str:
+    """One sentence: which discipline is missing, in which kernel, and the way out."""
+    module = module_of(kind)
+    if release == os.uname().release and not modules_supported():
+        way = (f"this kernel cannot load modules, so run on a distribution kernel with `testbed: vm` "
+               f"(or use a kernel built with {module})")
+    else:
+        way = f"load it with `modprobe {module}`, or run on a distribution kernel with `testbed: vm`"
+    return f"queue discipline {kind!r} is not available in kernel {release}: {way}"
+
+
+def require(commands: Commands, prefix: str, kinds, where: str = "qdisc") -> None:
+    """Raises InputError (exit 2) naming every needed discipline the running kernel lacks."""
+    have = available(commands, prefix)
+    release = os.uname().release
+    missing = [k for k in dict.fromkeys(kinds) if k not in have]
+    if missing:
+        raise InputError(f"{where}: " + "; ".join(missing_message(k, release) for k in missing))

@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: GPL-2.0
+/* TCP(alpha, beta) as a BPF congestion control: the law is stated in ../include/ccrig_law.h.
+ * Defaults are TCP(1, 1/2); the loader patches alpha, beta and the name per variant. */
+#define CCRIG_DEFAULT_PARAMS { .magic = CCRIG_MAGIC, .alpha = CCRIG_ONE, .beta = CCRIG_ONE / 2, \
+	.k = 0, .l = 1, .terms = 1, .per_ack = 0, .law = CCRIG_LAW_AB }
+#include "ccrig_tcp.bpf.h"
+
+SEC(".struct_ops")
+struct tcp_congestion_ops ccrig_ab = {
+	.init = (void *)ccrig_init,
+	.ssthresh = (void *)ccrig_ssthresh,
+	.cong_avoid = (void *)ccrig_cong_avoid,
+	.set_state = (void *)ccrig_set_state,
+	.undo_cwnd = (void *)ccrig_undo_cwnd,
+	/* 15 characters, replaced by the generated name: the loader finds it by this text */
+	.name = "ccrig@ab@templ@",
+};

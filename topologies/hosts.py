@@ -1,0 +1,649 @@
+"""The hosts testbed: a Topology realised on real machines (a lab's, cloud VMs) reached over SSH.
+
+An Ansible inventory says which machine plays which topology node and which of its NICs is cabled toward
+which neighbour; `ccrig provision` (ansible/) has installed the tools. Per host variables:
+
+    ansible_host, ansible_port, ansible_user, ansible_ssh_private_key_file, ansible_ssh_common_args
+    ccrig_node: s1                        the topology node this host plays (default: the inventory name)
+    ccrig_interfaces: {r1: enp1s0f0}      the interface toward each neighbouring node
+    ccrig_interface: enp1s0f0             or: the one experiment interface used toward every neighbour
+and for the whole inventory (all: vars:)
+    ccrig_bottleneck: router | switch     where the bottleneck is (default router)
+
+router mode: every node is a host. up() puts the topology's addresses (198.18.i.0/24) and routes on the mapped
+  interfaces, makes them send wire-sized packets, and installs each link direction's tc on the transmitting
+  host (the bottleneck on the router host's egress) exactly as the netns testbed does.
+switch mode: the routers are a hardware switch, configured by the lab, not by ccrig. Only end-host settings
+  are ours; the end hosts share one segment, 198.18.255.0/24. The bottleneck's rate and discipline in the spec
+  are then a statement about the switch (used for T_max), not something ccrig applies; delay or loss on the
+  switch's egress cannot be honoured and is refused.
+
+Every command runs through one SSH connection per host (OpenSSH ControlMaster: the master is opened once, each
+command is a multiplexed session, a few ms instead of a new handshake). Commands needing root run under
+`sudo -n` unless the login user is root. Background processes are wrapped so that killing the local ssh (as the
+runner kills any popen's process group) ends the remote process too, and down() kills any left by pid.
+Project scripts named on a command line (the sampler) are copied to the host once and run from there.
+Each host's clock offset against this machine is measured at up(), since samples carry the host's time.
+down() restores every host: tc, addresses, routes, interface settings, forwarding, processes, staged files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from experiments.commands import Commands
+from experiments.errors import InputError, RunError
+from .links import egress_argv
+from .testbed import Testbed
+from .topology import Interface, Topology
+
+PROJECT = Path(__file__).resolve().parent.parent
+SWITCH_SUBNET = "198.18.255"
+BOTTLENECK_MODES = ("router", "switch")
+# tools the testbed itself runs on every host (the workloads and collectors add iperf3 and python3)
+HOST_TOOLS = ("ip", "tc", "ethtool", "sysctl", "iperf3", "python3", "ss")
+
+# A background command on a host: its pid goes to a file (down() kills leftovers), its stdin is /dev/null, and
+# a watcher ends it when our ssh goes away (the channel's stdin then reads EOF), so killing the local ssh client
+# stops the remote process as it would a local one. The watcher's output is detached so the session can close.
+# (A background list's stdin is /dev/null in a non-interactive shell, hence the explicit fd 3.)
+POPEN_WRAPPER = ('pf="$1"; shift; exec 3<&0; "$@" </dev/null 3<&- & c=$!; echo $c >"$pf"; '
+                 '(cat <&3 >/dev/null; kill -TERM $c) >/dev/null 2>&1 & '
+                 'exec 3<&-; wait $c; s=$?; rm -f "$pf"; exit $s')
+
+
+# --- the inventory -------------------------------------------------------------------------------------
+
+@dataclass
+class InventoryHost:
+    name: str
+    address: str
+    port: int = 22
+    user: str = "root"
+    key: str | None = None
+    ssh_args: list[str] = field(default_factory=list)
+    become: bool = False
+    node: str | None = None
+    interfaces: dict[str, str] = field(default_factory=dict)
+    interface: str | None = None
+    groups: list[str] = field(default_factory=list)
+    vars: dict = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return f"host {self.name} ({self.user}@{self.address}:{self.port})"
+
+
+@dataclass
+class Inventory:
+    path: Path
+    hosts: dict[str, InventoryHost]
+    groups: dict[str, list[str]]
+
+    @classmethod
+    def load(cls, path: Path, commands: Commands, arg: str = "-i") -> "Inventory":
+        """Reads an inventory as Ansible does (ansible-inventory --list: INI, YAML, directories, group_vars)."""
+        path = Path(path)
+        if not path.exists():
+            raise InputError(f"{arg}: got {str(path)!r}; expected an Ansible inventory file or directory "
+                             f"(e.g. ansible/inventories/local.yml)")
+        proc = commands.run([ansible_tool("ansible-inventory"), "-i", str(path), "--list"], check=False,
+                            timeout=120)
+        problem = _inventory_warning(proc.stderr)
+        if proc.returncode != 0 or problem:
+            raise InputError(f"{arg}: {path}: not a readable Ansible inventory: {problem or proc.stderr.strip()}")
+        data = json.loads(proc.stdout)
+        hostvars = data.get("_meta", {}).get("hostvars", {})
+        groups = _groups(data)
+        hosts = {}
+        for name, v in hostvars.items():
+            if v.get("ansible_connection") == "local":
+                continue  # the controller itself (Prometheus server) is no experiment host
+            hosts[name] = _host(name, v, [g for g, members in groups.items() if name in members], path)
+        return cls(path, hosts, groups)
+
+    def bottleneck_mode(self) -> str:
+        modes = {h.vars.get("ccrig_bottleneck", "router") for h in self.hosts.values()}
+        bad = modes - set(BOTTLENECK_MODES)
+        if bad or len(modes) > 1:
+            raise InputError(f"{self.path}: ccrig_bottleneck: got {sorted(modes)}; expected one of "
+                             f"{', '.join(BOTTLENECK_MODES)} for the whole inventory")
+        return modes.pop() if modes else "router"
+
+    def host_for(self, node: str) -> InventoryHost | None:
+        for h in self.hosts.values():
+            if h.node == node:
+                return h
+        h = self.hosts.get(node)
+        return h if h is not None and h.node in (None, node) else None
+
+
+def ansible_tool(name: str) -> str:
+    """An Ansible command from the environment ccrig runs in (the venv's bin), else from PATH."""
+    import sys
+    local = Path(sys.executable).parent / name
+    return str(local) if local.exists() else name
+
+
+def _inventory_warning(stderr: str) -> str:
+    # ansible-inventory exits 0 with an empty inventory when it cannot parse the source; it only warns
+    for line in stderr.splitlines():
+        if "Unable to parse" in line or "Failed to parse" in line or "No inventory was parsed" in line:
+            return line.replace("[WARNING]:", "").strip()
+    return ""
+
+
+def _groups(data: dict) -> dict[str, list[str]]:
+    """group -> every host in it, children included."""
+    def members(g: str, seen=()) -> list[str]:
+        node = data.get(g, {})
+        out = list(node.get("hosts", []))
+        for child in node.get("children", []):
+            if child not in seen:
+                out += members(child, (*seen, g))
+        return out
+    return {g: members(g) for g in data if g != "_meta"}
+
+
+def _host(name: str, v: dict, groups: list[str], path: Path) -> InventoryHost:
+    def field_err(key, value, accepted):
+        return InputError(f"{path}: host {name}: {key}: got {value!r}; expected {accepted}")
+    ifs = v.get("ccrig_interfaces", {}) or {}
+    if not isinstance(ifs, dict) or not all(isinstance(d, str) for d in ifs.values()):
+        raise field_err("ccrig_interfaces", ifs, "a mapping of neighbour node -> interface name")
+    try:
+        port = int(v.get("ansible_port", v.get("ansible_ssh_port", 22)))
+    except (TypeError, ValueError):
+        raise field_err("ansible_port", v.get("ansible_port"), "a TCP port number") from None
+    user = str(v.get("ansible_user", v.get("ansible_ssh_user", os.environ.get("USER", "root"))))
+    key = v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file")
+    args = shlex.split(str(v.get("ansible_ssh_common_args", ""))) + shlex.split(str(v.get("ansible_ssh_extra_args", "")))
+    become = user != "root" or bool(v.get("ansible_become", False))
+    return InventoryHost(name=name, address=str(v.get("ansible_host", name)), port=port, user=user,
+                         key=str(key) if key else None, ssh_args=args, become=become,
+                         node=v.get("ccrig_node"), interfaces=dict(ifs), interface=v.get("ccrig_interface"),
+                         groups=groups, vars=v)
+
+
+# --- one SSH connection per host -----------------------------------------------------------------------
+
+class SshHost:
+    """A host reached over one multiplexed SSH connection (ControlMaster) that this object owns."""
+
+    def __init__(self, host: InventoryHost, commands: Commands, control_dir: Path):
+        self.host = host
+        self.commands = commands
+        self.control = control_dir / f"{host.name}.sock"
+        self.master: subprocess.Popen | None = None
+
+    def ssh_argv(self) -> list[str]:
+        h = self.host
+        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5",
+                "-o", "ServerAliveCountMax=3", "-o", f"ControlPath={self.control}", "-p", str(h.port),
+                "-l", h.user]
+        if h.key:
+            argv += ["-i", h.key]
+        return argv + h.ssh_args
+
+    def open(self) -> str:
+        """Opens the master connection; returns "" or the reason it failed (ssh's own last words)."""
+        if self.master is not None and self.master.poll() is None:
+            return ""
+        # -M -N: a master that runs no command and stays in the foreground, so it is our child to stop.
+        # ControlPersist=no: it lives exactly as long as we keep it (down() ends it), never lingering after.
+        argv = [*self.ssh_argv(), "-M", "-N", "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
+                self.host.address]
+        self.master = self.commands.popen(argv, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.master.poll() is not None:
+                err = self.master.stderr.read().decode(errors="replace").strip().splitlines()
+                status, self.master = self.master.returncode, None
+                return err[-1] if err else f"ssh exited with status {status}"
+            if self.control.exists() and self._check():
+                return ""
+            time.sleep(0.05)
+        self.close()
+        return "no SSH connection within 15 s"
+
+    def _check(self) -> bool:
+        return subprocess.run(["ssh", "-o", f"ControlPath={self.control}", "-O", "check", self.host.address],
+                              capture_output=True).returncode == 0
+
+    def close(self) -> None:
+        if self.master is None:
+            return
+        subprocess.run(["ssh", "-o", f"ControlPath={self.control}", "-O", "exit", self.host.address],
+                       capture_output=True, timeout=10)
+        try:
+            self.master.wait(5)
+        except subprocess.TimeoutExpired:
+            self.master.kill()
+            self.master.wait()
+        self.master = None
+
+    def remote(self, argv: list[str], root: bool = True) -> list[str]:
+        """The local argv that runs argv on the host (over the master; as root when asked)."""
+        words = (["sudo", "-n", "--"] if root and self.host.become else []) + list(argv)
+        return [*self.ssh_argv(), "-o", "ControlMaster=no", self.host.address, "--", shlex.join(words)]
+
+    def run(self, argv: list[str], check: bool = True, timeout: float = 60, root: bool = True,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        # the host's own timeout ends the command there; ours (later) only guards a hung connection
+        timed = ["timeout", "-k", "3", f"{timeout:g}", *argv]
+        return self.commands.run(self.remote(timed, root), check=check, timeout=timeout + 15, input=input)
+
+    def popen(self, argv: list[str], pidfile: str, stdout, stderr) -> subprocess.Popen:
+        full = self.remote(["sh", "-c", POPEN_WRAPPER, "ccrig", pidfile, *argv])
+        # stdin is a pipe we keep open: its EOF on the host is the signal that we are gone (see POPEN_WRAPPER)
+        log = getattr(self.commands, "_log", None)
+        if log:
+            log(full, "&")
+        return subprocess.Popen(full, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, start_new_session=True)
+
+
+# --- checks shared with `ccrig provision` --------------------------------------------------------------
+
+def connect_all(hosts: list[InventoryHost], commands: Commands, control_dir: Path,
+                interfaces: dict[str, list[str]] | None = None,
+                tools: tuple[str, ...] = ()) -> tuple[dict[str, SshHost], list[str]]:
+    """Opens a connection to every host and checks it is usable: reachable, root (or sudo without a
+    password), the named interfaces present, the tools installed. Returns the connections and the problems,
+    each a sentence naming the host and the reason. Hosts are checked in parallel."""
+    conns = {h.name: SshHost(h, commands, control_dir) for h in hosts}
+
+    def check(h: InventoryHost) -> list[str]:
+        c = conns[h.name]
+        err = c.open()
+        if err:
+            return [f"{h.where}: unreachable over SSH: {err}"]
+        out = []
+        if h.become:
+            p = c.run(["true"], check=False, timeout=15)
+            if p.returncode != 0:
+                why = (p.stderr.strip().splitlines() or ["sudo failed"])[-1]
+                return [f"{h.where}: user {h.user} cannot run commands as root without a password "
+                        f"(sudo -n: {why}); give it NOPASSWD sudo or log in as root"]
+        wanted = (interfaces or {}).get(h.name, [])
+        if wanted:
+            p = c.run(["ip", "-o", "link", "show"], check=False, timeout=15, root=False)
+            present = [ln.split(":")[1].strip().split("@")[0] for ln in p.stdout.splitlines() if ":" in ln]
+            for dev in wanted:
+                if dev not in present:
+                    out.append(f"{h.where}: interface {dev!r} does not exist there; it has {', '.join(present)}")
+        if tools:
+            script = " ".join(f"command -v {t} >/dev/null || echo {t};" for t in tools)
+            p = c.run(["sh", "-c", f"PATH=$PATH:/usr/sbin:/sbin; {script}"], check=False, timeout=15)
+            missing = p.stdout.split()
+            if missing:
+                out.append(f"{h.where}: missing {', '.join(missing)}; run `ccrig provision -i INVENTORY`")
+        return out
+
+    problems: list[str] = []
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(hosts)))) as pool:
+        for found in pool.map(check, hosts):
+            problems += found
+    return conns, problems
+
+
+# --- the testbed ---------------------------------------------------------------------------------------
+
+@dataclass
+class _Port:
+    """One topology interface as it is realised on a host."""
+    node: str
+    dev: str               # the host's real interface
+    iface: Interface        # the topology's view of it
+    address: str
+    prefix: int
+    saved: dict = field(default_factory=dict)  # the interface's settings before up(), restored by down()
+
+
+class HostsTestbed(Testbed):
+    name = "hosts"
+
+    def __init__(self, topology: Topology, commands: Commands, prefix: str, inventory: Path,
+                 bottleneck: str | None = None):
+        super().__init__(topology, commands, prefix)
+        self.inventory_path = Path(inventory)
+        self._inventory: Inventory | None = None
+        self._bottleneck = bottleneck
+        self.conns: dict[str, SshHost] = {}
+        self.hosts: dict[str, InventoryHost] = {}      # node -> host
+        self.ports: dict[str, list[_Port]] = {}       # node -> its realised interfaces
+        self.clock: dict[str, dict] = {}               # node -> {"offset_s", "uncertainty_s"}
+        self.kernels: dict[str, str] = {}
+        self._control_dir: Path | None = None
+        self._staged: dict[tuple[str, str], str] = {}
+        self._procs: dict[str, list[str]] = {}         # node -> remote pid files
+        self._forwarding: dict[str, str] = {}         # router node -> ip_forward before up()
+        self._routes: dict[str, list[list[str]]] = {}
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._prepared = False
+
+    # --- mapping -------------------------------------------------------------------------------------
+    @property
+    def inventory(self) -> Inventory:
+        if self._inventory is None:
+            self._inventory = Inventory.load(self.inventory_path, self.commands, arg="inventory")
+        return self._inventory
+
+    @property
+    def bottleneck_mode(self) -> str:
+        mode = self._bottleneck or self.inventory.bottleneck_mode()
+        if mode not in BOTTLENECK_MODES:
+            raise InputError(f"bottleneck: got {mode!r}; expected one of {', '.join(BOTTLENECK_MODES)}")
+        return mode
+
+    def owned(self, node: str) -> bool:
+        """Whether ccrig configures node (False for the switch's nodes in switch mode)."""
+        return not (self.bottleneck_mode == "switch" and self.topology.node(node).role == "router")
+
+    def _map(self) -> list[str]:
+        """Maps nodes to hosts and topology interfaces to host interfaces; returns the problems found."""
+        inv, topo, problems = self.inventory, self.topology, []
+        switch = self.bottleneck_mode == "switch"
+        self.hosts, self.ports = {}, {}
+        ifs = topo.interfaces()
+        end_hosts = [n.name for n in topo.nodes if self.owned(n.name)]
+        for n in topo.nodes:
+            h = inv.host_for(n.name)
+            if not self.owned(n.name):
+                if h is not None:
+                    problems.append(f"{h.where} plays node {n.name}, a router, but ccrig_bottleneck is switch: "
+                                    f"the routers are the hardware switch; remove it or use router mode")
+                for x in ifs[n.name]:
+                    e = x.egress
+                    if e.needs_netem:
+                        problems.append(f"node {n.name} (the switch) toward {x.peer}: delay/loss cannot be "
+                                        f"applied by a hardware switch; set the spec's rtt and loss to 0 or use "
+                                        f"a Linux router host (ccrig_bottleneck: router)")
+                continue
+            if h is None:
+                problems.append(f"node {n.name}: no inventory host plays it; add one with ccrig_node: {n.name} "
+                                f"to {inv.path}")
+                continue
+            self.hosts[n.name] = h
+            ports = []
+            for x in ifs[n.name]:
+                dev = h.interfaces.get(x.peer) or h.interface
+                if switch and dev is None and len(h.interfaces) == 1:
+                    dev = next(iter(h.interfaces.values()))
+                if dev is None:
+                    problems.append(f"{h.where} (node {n.name}): no interface toward {x.peer}; set "
+                                    f"ccrig_interfaces: {{{x.peer}: DEV}} (or ccrig_interface: DEV)")
+                    continue
+                if switch:
+                    address, plen = f"{SWITCH_SUBNET}.{end_hosts.index(n.name) + 1}", 24
+                else:
+                    address, plen = x.address, x.prefix
+                ports.append(_Port(n.name, dev, x, address, plen))
+            if switch:  # one segment: one address per host, whatever the number of topology links
+                ports = ports[:1]
+            self.ports[n.name] = ports
+        return problems
+
+    # --- preflight -----------------------------------------------------------------------------------
+    def preflight(self) -> list[str]:
+        """Checks the inventory, the mapping and every host (reachable, root, interfaces, tools) and keeps
+        the connections for up()."""
+        if self._prepared:
+            return []
+        problems = self._map()
+        if problems:
+            return problems
+        self._control_dir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-ssh-"))
+        wanted = {h.name: sorted({p.dev for p in self.ports[n]}) for n, h in self.hosts.items()}
+        self.conns, problems = connect_all(list(self.hosts.values()), self.commands, self._control_dir,
+                                           wanted, HOST_TOOLS)
+        self.conns = {n: self.conns[h.name] for n, h in self.hosts.items()}
+        self._prepared = not problems
+        return problems
+
+    # --- up ------------------------------------------------------------------------------------------
+    def up(self) -> None:
+        problems = self.preflight()
+        if problems:
+            self.down()
+            raise InputError("hosts testbed: " + "; ".join(problems))
+        try:
+            self._measure_clocks()
+            self._each(self._prepare_host)
+            for node, ports in self.ports.items():
+                for p in ports:
+                    self.run(node, ["ip", "addr", "add", f"{p.address}/{p.prefix}", "dev", p.dev])
+            if self.bottleneck_mode == "router":
+                for node, routes in self.topology.routes().items():
+                    for subnet, via in routes:
+                        argv = ["ip", "route", "replace", subnet, "via", via]
+                        self.run(node, argv)
+                        self._routes.setdefault(node, []).append(["ip", "route", "del", subnet, "via", via])
+            flows = max(1, len(self.topology.pairs))
+            for node, ports in self.ports.items():
+                for p in ports:
+                    for argv in egress_argv(p.dev, p.iface.egress, self.topology.mtu, flows):
+                        self.run(node, argv)
+        except BaseException:
+            self.down()
+            raise
+
+    def _each(self, fn) -> None:
+        """fn(node) on every host in parallel; the first error is raised after all finished."""
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(self.hosts)))) as pool:
+            for _ in pool.map(fn, list(self.hosts)):
+                pass
+
+    def _measure_clocks(self) -> None:
+        """Each host's clock minus ours, from the best of a few round trips (NTP's offset estimate)."""
+        def measure(node: str) -> None:
+            best = None
+            for _ in range(3):
+                t0 = time.time()
+                out = self.run(node, ["date", "+%s.%N"], timeout=10).stdout
+                t1 = time.time()
+                if best is None or t1 - t0 < best[1]:
+                    best = (float(out.strip()) - (t0 + t1) / 2, t1 - t0)
+            self.clock[node] = {"offset_s": best[0], "uncertainty_s": best[1] / 2}
+            self.kernels[node] = self.run(node, ["uname", "-r"], timeout=10).stdout.strip()
+        self._each(measure)
+
+    def _prepare_host(self, node: str) -> None:
+        """Records each port's settings, then makes it send wire-sized packets (see topologies/netns.py)."""
+        wire = str(self.topology.mtu + 14)
+        if self.topology.node(node).role == "router":
+            fwd = self.run(node, ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip()
+            self._forwarding[node] = fwd
+            self.run(node, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+        for p in self.ports[node]:
+            link = json.loads(self.run(node, ["ip", "-d", "-j", "link", "show", "dev", p.dev]).stdout)[0]
+            feats = self.run(node, ["ethtool", "-k", p.dev]).stdout
+            p.saved = {
+                "mtu": link.get("mtu"), "gso_max_segs": link.get("gso_max_segs"),
+                "gso_max_size": link.get("gso_max_size"), "gro_max_size": link.get("gro_max_size"),
+                "features": _features(feats, ("tcp-segmentation-offload", "generic-segmentation-offload",
+                                              "generic-receive-offload")),
+                "up": "UP" in link.get("flags", []),
+            }
+            self.run(node, ["ip", "link", "set", "dev", p.dev, "mtu", str(self.topology.mtu)])
+            self.run(node, ["ip", "link", "set", "dev", p.dev, "gso_max_segs", "1", "gso_max_size", wire,
+                            "gro_max_size", wire])
+            self.run(node, ["ethtool", "-K", p.dev, "tso", "off", "gso", "off", "gro", "off"], check=False)
+            self.run(node, ["ip", "link", "set", "dev", p.dev, "up"])
+
+    # --- commands on nodes ---------------------------------------------------------------------------
+    def _conn(self, node: str) -> SshHost:
+        try:
+            return self.conns[node]
+        except KeyError:
+            raise RunError(f"node {node}: not a host of this testbed (in switch mode the routers are the "
+                           f"switch); hosts: {', '.join(self.conns) or 'none connected'}") from None
+
+    def run(self, node, argv, check=True, timeout=60):
+        conn = self._conn(node)
+        return conn.run(self._staged_argv(node, argv), check=check, timeout=timeout)
+
+    def popen(self, node, argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+        conn = self._conn(node)
+        with self._lock:
+            self._seq += 1
+            pidfile = f"{self._remote_dir(node)}/p{self._seq}.pid"
+            self._procs.setdefault(node, []).append(pidfile)
+        self._ensure_remote_dir(node)
+        return conn.popen(self._staged_argv(node, argv), pidfile, stdout, stderr)
+
+    def python(self, node: str) -> list[str]:
+        return ["python3"]
+
+    def address(self, node: str) -> str:
+        if node in self.ports and self.ports[node]:
+            return self.ports[node][0].address
+        return self.topology.address(node)
+
+    def egress_device(self, a: str, b: str) -> str:
+        for p in self.ports.get(a, []):
+            if p.iface.peer == b or self.bottleneck_mode == "switch":
+                return p.dev
+        raise RunError(f"node {a}: no interface toward {b} on this testbed "
+                       f"({'the switch is not ours' if not self.owned(a) else 'not mapped'})")
+
+    def clock_offset(self, node: str) -> float:
+        """Host clock minus this machine's, in seconds: subtract it from times the host reports."""
+        return self.clock.get(node, {}).get("offset_s", 0.0)
+
+    def describe(self) -> dict:
+        """What env.json should say about the hosts: mapping, clocks, kernels, what is not ours."""
+        return {
+            "inventory": str(self.inventory_path), "bottleneck": self.bottleneck_mode,
+            "nodes": {n: {"host": h.name, "address": h.address, "kernel": self.kernels.get(n),
+                          "interfaces": {p.iface.peer: p.dev for p in self.ports.get(n, [])},
+                          "clock": self.clock.get(n)} for n, h in self.hosts.items()},
+            "not_applied": [] if self.bottleneck_mode == "router" else [
+                f"{n.name}: the hardware switch (its rate and queue are the lab's configuration)"
+                for n in self.topology.nodes if not self.owned(n.name)],
+        }
+
+    def _remote_dir(self, node: str) -> str:
+        # per host, so hosts sharing a filesystem (or the one-machine test bed) never collide
+        return f"/tmp/{self.prefix}-{self.hosts[node].name}"
+
+    def _ensure_remote_dir(self, node: str) -> None:
+        key = (node, "")
+        if key not in self._staged:
+            self._conn(node).run(["mkdir", "-p", self._remote_dir(node)], root=False)
+            self._staged[key] = self._remote_dir(node)
+
+    def _staged_argv(self, node: str, argv: list[str]) -> list[str]:
+        """argv with every project file it names replaced by that file's copy on the host."""
+        out = []
+        for word in argv:
+            p = Path(word) if word.startswith("/") else None
+            if p is not None and p.is_file() and PROJECT in p.resolve().parents:
+                word = self._stage(node, p)
+            out.append(word)
+        return out
+
+    def _stage(self, node: str, path: Path) -> str:
+        key = (node, str(path))
+        with self._lock:
+            if key in self._staged:
+                return self._staged[key]
+        self._ensure_remote_dir(node)
+        remote = f"{self._remote_dir(node)}/{path.name}"
+        self._conn(node).run(["sh", "-c", 'cat > "$1"', "stage", remote], root=False, input=path.read_text())
+        with self._lock:
+            self._staged[key] = remote
+        return remote
+
+    # --- down ----------------------------------------------------------------------------------------
+    def down(self) -> None:
+        """Restores every host; best effort, never raises, safe to call twice."""
+        def restore(node: str) -> None:
+            conn = self.conns.get(node)
+            if conn is None or conn.master is None:
+                return
+            try:
+                self._restore_host(node, conn)
+            except Exception:  # a host that went away must not stop the others' restore
+                pass
+        try:
+            with ThreadPoolExecutor(max_workers=min(16, max(1, len(self.conns)))) as pool:
+                list(pool.map(restore, list(self.conns)))
+        finally:
+            for conn in self.conns.values():
+                try:
+                    conn.close()
+                except Exception:
+                    pass
+            if self._control_dir is not None:
+                for f in self._control_dir.glob("*"):
+                    f.unlink(missing_ok=True)
+                try:
+                    self._control_dir.rmdir()
+                except OSError:
+                    pass
+            self.conns, self._control_dir, self._prepared = {}, None, False
+            self._staged.clear()
+            self._procs.clear()
+            self._routes.clear()
+            self._forwarding.clear()
+
+    def _restore_host(self, node: str, conn: SshHost) -> None:
+        def quiet(argv):
+            try:
+                conn.run(argv, check=False, timeout=20)
+            except RunError:
+                pass
+        pidfiles = self._procs.get(node, [])
+        if pidfiles:
+            # the wrappers end their commands when our ssh goes; these are the ones that outlived it
+            kill = ('for f in "$@"; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done; sleep 0.5; '
+                    'for f in "$@"; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done; true')
+            quiet(["sh", "-c", kill, "kill", *pidfiles])
+        for argv in self._routes.get(node, []):
+            quiet(argv)
+        for p in self.ports.get(node, []):
+            quiet(["tc", "qdisc", "del", "dev", p.dev, "root"])
+            quiet(["ip", "addr", "del", f"{p.address}/{p.prefix}", "dev", p.dev])
+            s = p.saved
+            if not s:
+                continue
+            args = []
+            for k in ("gso_max_segs", "gso_max_size", "gro_max_size"):
+                if s.get(k) is not None:
+                    args += [k, str(s[k])]
+            if s.get("mtu"):
+                args += ["mtu", str(s["mtu"])]
+            if args:
+                quiet(["ip", "link", "set", "dev", p.dev, *args])
+            feats = s.get("features", {})
+            names = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
+                     "generic-receive-offload": "gro"}
+            kargs = [w for k, v in feats.items() for w in (names[k], "on" if v else "off")]
+            if kargs:
+                quiet(["ethtool", "-K", p.dev, *kargs])
+            if not s.get("up", True):
+                quiet(["ip", "link", "set", "dev", p.dev, "down"])
+        if node in self._forwarding:
+            quiet(["sysctl", "-q", "-w", f"net.ipv4.ip_forward={self._forwarding[node]}"])
+        if node in self.hosts:
+            quiet(["rm", "-rf", "--one-file-system", self._remote_dir(node)])
+
+
+def _features(ethtool_k: str, names: tuple[str, ...]) -> dict[str, bool]:
+    """The on/off state of the named offloads in `ethtool -k` output (fixed ones are left alone)."""
+    out = {}
+    for line in ethtool_k.splitlines():
+        key, _, rest = line.strip().partition(":")
+        if key in names and "[fixed]" not in rest:
+            out[key] = rest.strip().startswith("on")
+    return out
+
