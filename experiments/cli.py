@@ -17,7 +17,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                        "`ccrig run SPEC` runs it, archives it and exports it to Prometheus.")
 # wide enough for the summary table when the output is not a terminal (a log, CI)
 console = Console(width=None if sys.stdout.isatty() else 150)
-err = Console(stderr=True)
 
 
 def _mount(module: str, name: str, help: str) -> None:
@@ -52,8 +51,8 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
         result = runner.run()
     except Interrupted as e:
         path = getattr(getattr(runner, "archive", None), "path", None)
-        err.print(f"ccrig: interrupted ({e}); everything was torn down"
-                  + (f"; finished points are in {path}" if path else ""))
+        sys.stderr.write(f"ccrig: interrupted ({e}); everything was torn down"
+                         + (f"; finished points are in {path}" if path else "") + "\n")
         raise typer.Exit(130)
     except CcrigError as e:
         path = getattr(getattr(runner, "archive", None), "path", None)
@@ -64,7 +63,7 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
     console.print(f"run directory: {result.path}")
     if result.prometheus_url:
         console.print(f"Prometheus: {result.prometheus_url}  e.g. "
-                      f"ccrig_flow_goodput_bits_per_second{{run=\"{result.summary['run']}\"}}")
+                      f"ccrig_flow_goodput_bytes_per_second{{run=\"{result.summary['run']}\"}}")
 
 
 def _fmt(stat: dict, unit: str) -> str:
@@ -151,14 +150,15 @@ _mount("experiments.provision", "provision", "Provision hosts with Ansible.")
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
     except CcrigError as e:
-        err.print(f"ccrig: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        # one line, never wrapped: the message is the manual
+        sys.stderr.write(f"ccrig: error: {e}\n")
         sys.exit(e.exit_code)
     except (typer.Exit, SystemExit) as e:
         sys.exit(getattr(e, "exit_code", getattr(e, "code", 0)))
     except KeyboardInterrupt:
-        err.print("ccrig: interrupted")
+        sys.stderr.write("ccrig: interrupted\n")
         sys.exit(130)
     except Exception as e:  # click's usage errors
         import click
@@ -168,3 +168,4 @@ def main() -> None:
         if isinstance(e, click.exceptions.Abort):
             sys.exit(130)
         raise
+    sys.exit(rc if isinstance(rc, int) else 0)

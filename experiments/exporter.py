@@ -22,16 +22,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 # metric -> (type, help); the summary.json metric names map onto these
 HELP = {
-    "flow_goodput_bits_per_second": ("gauge", "Unique payload delivered per second (tcpi_bytes_acked at the sender)"),
-    "flow_throughput_bits_per_second": ("gauge", "Payload put on the wire per second, retransmissions included"),
+    "flow_goodput_bytes_per_second": ("gauge", "Unique payload delivered per second (tcpi_bytes_acked at the sender)"),
+    "flow_throughput_bytes_per_second": ("gauge", "Payload put on the wire per second, retransmissions included"),
     "flow_eee": ("gauge", "Extra Energy Expenditure: (T-G)/Tmax + 0.3 (Tmax-T)/Tmax, Tmax the fair share"),
     "flow_uar": ("gauge", "Unexploited Available Resources: 1 - [0.5 T/Tmax + 0.5 G/T]"),
     "flow_loss_ratio": ("gauge", "Segments lost / sent (non-spurious retransmissions)"),
     "flow_retrans_ratio": ("gauge", "Segments retransmitted / sent"),
     "flow_rtt_seconds": ("gauge", "Smoothed RTT from TCP_INFO, mean over the interval"),
     "flow_cwnd_segments": ("gauge", "Congestion window, mean over the interval"),
-    "system_goodput_bits_per_second": ("gauge", "Sum of the flows' goodput"),
-    "system_throughput_bits_per_second": ("gauge", "Sum of the flows' throughput"),
+    "system_goodput_bytes_per_second": ("gauge", "Sum of the flows' goodput"),
+    "system_throughput_bytes_per_second": ("gauge", "Sum of the flows' throughput"),
     "system_eee": ("gauge", "EEE of the system, Tmax the bottleneck's payload capacity"),
     "system_uar": ("gauge", "UAR of the system, Tmax the bottleneck's payload capacity"),
     "system_loss_ratio": ("gauge", "Packets dropped / offered at the bottleneck"),
@@ -44,18 +44,26 @@ HELP = {
     "qdisc_overlimits": ("counter", "Overlimit events of the queue discipline"),
     "qdisc_backlog_packets": ("gauge", "Packets queued at the end of the interval"),
     "qdisc_backlog_bytes": ("gauge", "Bytes queued at the end of the interval"),
-    "summary": ("gauge", "A point's summary over measured intervals: stat is mean, std, ci95_low or ci95_high"),
+    "point_result": ("gauge", "A point's result over its measured intervals, in the units of the series named by "
+                     "`series`: stat is mean, std, ci95_low or ci95_high"),
 }
 
-# interval metric (summary.json name) -> exporter name suffix
-SERIES = {"goodput_bps": "goodput_bits_per_second", "throughput_bps": "throughput_bits_per_second",
-          "eee": "eee", "uar": "uar", "loss": "loss_ratio", "retrans_rate": "retrans_ratio", "rtt_s": "rtt_seconds",
-          "cwnd": "cwnd_segments", "jain": "jain_fairness"}
+# interval metric (summary.json name, SI units) -> (exporter name suffix, factor): Prometheus' base unit for data
+# is the byte, so rates in bits per second are exported in bytes per second
+SERIES = {"goodput_bps": ("goodput_bytes_per_second", 1 / 8), "throughput_bps": ("throughput_bytes_per_second", 1 / 8),
+          "eee": ("eee", 1), "uar": ("uar", 1), "loss": ("loss_ratio", 1), "retrans_rate": ("retrans_ratio", 1),
+          "rtt_s": ("rtt_seconds", 1), "cwnd": ("cwnd_segments", 1), "jain": ("jain_fairness", 1)}
+
+
+def series_sample(scope: str, metric: str, labels: dict, value: float, ts: float | None) -> "Sample":
+    """A summary.json metric value as its Prometheus series (scope flow or system)."""
+    suffix, factor = SERIES[metric]
+    return Sample(f"{scope}_{suffix}", labels, value * factor, ts)
 
 
 @dataclass
 class Sample:
-    name: str            # without the ccrig_ prefix, e.g. flow_goodput_bits_per_second
+    name: str            # without the ccrig_ prefix, e.g. flow_goodput_bytes_per_second
     labels: dict
     value: float
     ts: float | None = None  # unix seconds; None = scrape time

@@ -28,7 +28,7 @@ from .archive import INTERVAL_COLUMNS, QDISC_COLUMNS, TRACE_COLUMNS, CsvTable, R
 from .collectors import FlowSampler, QdiscReader
 from .commands import Commands
 from .errors import InputError, RunError
-from .exporter import SERIES, Exporter, Sample
+from .exporter import SERIES, Exporter, Sample, series_sample
 from .preflight import needs
 from .prometheus_server import PrometheusServer
 from .workloads import BulkFlow, Traffic
@@ -234,7 +234,8 @@ class Runner:
             for t, s in sampler_of[f.sender_key].snapshot(f.sender_key):
                 table.write({"t": t, "flow": f.index, "cwnd": s.get("snd_cwnd"), "ssthresh": s.get("snd_ssthresh"),
                              "srtt_s": s.get("rtt_us", 0) / 1e6, "bytes_acked": s.get("bytes_acked"),
-                             "bytes_sent": s.get("bytes_sent")})
+                             "bytes_sent": s.get("bytes_sent"), "ca_state": s.get("ca_state"),
+                             "total_retrans": s.get("total_retrans")})
         table.close()
 
     def _cross_check(self, flows, sampler_of, iperf: dict[int, dict]) -> list[dict]:
@@ -247,10 +248,11 @@ class Runner:
             acked = max((s.get("bytes_acked", 0) for _, s in snd), default=0)
             received = max((s.get("bytes_received", 0) for _, s in rcv), default=0)
             ip = iperf[f.index]["end"]["sum_received"]["bytes"]
-            used = {s.get("cc") for _, s in snd if s.get("cc")}
-            if used and used != {f.cc}:
-                raise RunError(f"flow {f.index} asked for congestion control {f.cc!r} but its socket used "
-                               f"{', '.join(sorted(used))}")
+            # iperf3 sets the congestion control once the socket exists, so the first samples may show
+            # the namespace's default; the one that carried the data is the last
+            used = next((s["cc"] for _, s in reversed(snd) if s.get("cc")), None)
+            if used is not None and used != f.cc:
+                raise RunError(f"flow {f.index} asked for congestion control {f.cc!r} but its socket used {used!r}")
             out.append({"flow": f.index, "collector_bytes_acked": acked, "receiver_bytes_received": received,
                         "iperf3_bytes_received": ip,
                         "collector_vs_iperf3": acked / ip - 1 if ip else None,
@@ -329,8 +331,8 @@ class Runner:
         out = []
         for f, row in zip(flows, rows):
             fl = {**labels, "flow": str(f.index), "cc": f.cc}
-            out += [Sample(f"flow_{SERIES[m]}", fl, row[m], ts) for m in METRICS + ["cwnd"] if row[m] is not None]
-        out += [Sample(f"system_{SERIES[m]}", labels, sysrow[m], ts) for m in METRICS + ["jain"]
+            out += [series_sample("flow", m, fl, row[m], ts) for m in METRICS + ["cwnd"] if row[m] is not None]
+        out += [series_sample("system", m, labels, sysrow[m], ts) for m in METRICS + ["jain"]
                 if sysrow[m] is not None]
         for r in q["rows"]:
             ql = {**{k: v for k, v in labels.items() if k != "qdisc"}, "node": r["node"], "dev": r["dev"],
@@ -353,10 +355,12 @@ class Runner:
                 lab = {**base, "scope": scope, "flow": str(e.get("flow", "all")), "cc": e.get("cc", "")}
                 for m in METRICS + (["jain"] if scope == "system" else []):
                     s = e[m]
+                    suffix, factor = SERIES[m]
                     for stat_name, v in (("mean", s["mean"]), ("std", s["std"]), ("ci95_low", s["ci95"][0]),
                                          ("ci95_high", s["ci95"][1])):
                         if v is not None:
-                            out.append(Sample("summary", {**lab, "metric": m, "stat": stat_name}, v, ts))
+                            out.append(Sample("point_result", {**lab, "series": f"ccrig_{scope}_{suffix}",
+                                                               "stat": stat_name}, v * factor, ts))
         self.exporter.publish(out)
 
 

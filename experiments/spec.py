@@ -212,6 +212,8 @@ def load_raw(path: Path) -> dict:
         raise InputError(f"{path}: no such spec file; expected a YAML file such as experiments/specs/default.yaml")
     try:
         raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the spec file: {e.strerror}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

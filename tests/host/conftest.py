@@ -1,0 +1,86 @@
+"""Host tier: root, real namespaces, tc, iperf3 and a real Prometheus server on the running kernel."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CCRIG = [sys.executable, "-c", "from experiments.cli import main; main()"]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/host/" in str(item.fspath):
+            item.add_marker(pytest.mark.host)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def need_root():
+    if os.geteuid() != 0:
+        pytest.fail("the host tier needs root (network namespaces, tc)")
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory):
+    """A Prometheus server of this test session's own, stopped at the end."""
+    from experiments.prometheus_server import PrometheusServer
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"))
+    yield server
+    server.stop()
+
+
+def dumbbell(flows, duration="8s", rate="10mbit", buffer="100pkt", **extra) -> dict:
+    spec = {"name": "hosttest", "testbed": "netns",
+            "topology": {"name": "dumbbell", "bottleneck": {"rate": rate, "buffer": buffer, "qdisc": "pfifo"}},
+            "flows": flows, "duration": duration, "interval": "1s", "warmup": 1}
+    spec.update(extra)
+    return spec
+
+
+class Ccrig:
+    """Runs the real `ccrig` command line in a subprocess, as a researcher would."""
+
+    def __init__(self, tmp_path: Path, prometheus_dir: Path | None):
+        self.tmp, self.prom = tmp_path, prometheus_dir
+
+    def write(self, spec: dict, name: str = "spec.yaml") -> Path:
+        path = self.tmp / name
+        path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        return path
+
+    def argv(self, spec: Path, *extra) -> list[str]:
+        argv = [*CCRIG, "run", str(spec), "--out", str(self.tmp / "runs"), "--no-progress"]
+        argv += ["--prometheus-dir", str(self.prom)] if self.prom else ["--prometheus", "off"]
+        return argv + list(extra)
+
+    def run(self, spec: dict, *extra, timeout=300) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(self.write(spec), *extra), cwd=ROOT, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def run_dirs(self) -> list[Path]:
+        return sorted((self.tmp / "runs").glob("*")) if (self.tmp / "runs").exists() else []
+
+    def summary(self) -> dict:
+        return json.loads((self.run_dirs()[-1] / "summary.json").read_text())
+
+
+@pytest.fixture
+def ccrig(tmp_path):
+    return Ccrig(tmp_path, None)
+
+
+@pytest.fixture
+def ccrig_prom(tmp_path, prometheus):
+    return Ccrig(tmp_path, prometheus.root)
+
+
+def leftovers(pid: int) -> list[str]:
+    """What a ccrig process with this pid left behind: namespaces with its prefix, processes in none."""
+    prefix = f"ccrig-{pid}-"
+    ns = [n for n in os.listdir("/run/netns") if n.startswith(prefix)] if os.path.isdir("/run/netns") else []
+    procs = subprocess.run(["pgrep", "-a", "-f", f"ip netns exec {prefix}"], capture_output=True, text=True).stdout
+    return ns + procs.splitlines()

@@ -1,0 +1,129 @@
+"""Bad input, Ctrl-C, teardown and Prometheus: the run's contract with the researcher."""
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import CCRIG, ROOT, dumbbell, leftovers
+
+
+def _run(argv, **kw):
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, **kw)
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("name: x\n  topology: [\n", "not valid YAML at line 2"),
+    ("name: x\ntopology: {name: dumbbell, bottleneck: {rate: 10mbit}}\nflows: [{cc: reno}]\nduration: 5s\nspeed: 3\n",
+     "speed: unknown field; expected one of:"),
+    ("name: x\ntopology: {name: dumbbell, bottleneck: {rate: -10mbit}}\nflows: [{cc: reno}]\nduration: 5s\n",
+     "topology.bottleneck.rate: got '-10mbit'; a rate must be positive"),
+    ("name: x\ntopology: {name: dumbbell, bottleneck: {rate: 10mbti}}\nflows: [{cc: reno}]\nduration: 5s\n",
+     "topology.bottleneck.rate: got '10mbti'; unknown rate unit 'mbti'"),
+])
+def test_bad_spec_is_one_line_exit_2_nothing_left(ccrig, text, expect):
+    spec = ccrig.tmp / "bad.yaml"
+    spec.write_text(text)
+    p = subprocess.Popen(ccrig.argv(spec), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 2
+    assert err.count("\n") == 1 and err.startswith("ccrig: error: ") and expect in err, err
+    assert ccrig.run_dirs() == [] and leftovers(p.pid) == []
+
+
+def test_missing_file_and_bad_argument(ccrig):
+    p = _run([*CCRIG, "run", str(ccrig.tmp / "nope.yaml")])
+    assert p.returncode == 2 and "nope.yaml: no such spec file" in p.stderr
+    p = _run([*CCRIG, "run", str(ROOT / "experiments/specs/default.yaml"), "--prometheus", "sometimes"])
+    assert p.returncode == 2 and "--prometheus: got 'sometimes'; expected auto, off or a URL" in p.stderr
+
+
+def test_without_root_fails_in_preflight(ccrig):
+    import tempfile
+    import yaml
+    # somewhere the unprivileged user can read (pytest's own tmp folders are root's alone)
+    with tempfile.TemporaryDirectory(prefix="ccrig-test-") as d:
+        os.chmod(d, 0o777)
+        spec = os.path.join(d, "spec.yaml")
+        with open(spec, "w") as f:
+            yaml.safe_dump(dumbbell([{"cc": "reno"}]), f)
+        os.chmod(spec, 0o644)
+        argv = [*CCRIG, "run", spec, "--out", os.path.join(d, "runs"), "--prometheus", "off"]
+        p = _run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+                 env={**os.environ, "HOME": d})
+        assert not os.path.exists(os.path.join(d, "runs"))
+    assert p.returncode == 2, p.stderr
+    assert "root privileges" in p.stderr and "is missing: run as root" in p.stderr
+
+
+def test_missing_kernel_feature_fails_before_setup(ccrig):
+    from qdiscs import probe
+    from experiments.commands import Commands
+    if "netem" in probe.available(Commands(None), f"cct{os.getpid()}"):
+        pytest.skip("this kernel has netem; the vm tier tests delay")
+    spec = dumbbell([{"cc": "reno"}])
+    spec["topology"]["rtt"] = "20ms"
+    p = ccrig.run(spec)
+    assert p.returncode == 2
+    assert "netem queue discipline (needed by added delay" in p.stderr and os.uname().release in p.stderr
+    assert "vm" in p.stderr and ccrig.run_dirs() == []
+
+
+def test_sigint_mid_run_tears_down_and_keeps_finished_points(ccrig):
+    spec = dumbbell([{"cc": "reno"}], duration="4s")
+    spec["sweep"] = {"topology.bottleneck.buffer": ["20pkt", "40pkt", "60pkt"]}
+    path = ccrig.write(spec)
+    p = subprocess.Popen(ccrig.argv(path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 90
+    summary = None
+    while time.time() < deadline:
+        runs = ccrig.run_dirs()
+        if runs and (runs[0] / "summary.json").exists():
+            summary = json.loads((runs[0] / "summary.json").read_text())
+            if len(summary["points"]) == 1:
+                break
+        time.sleep(0.2)
+    assert summary and len(summary["points"]) == 1
+    time.sleep(1.5)  # well inside the second point's traffic
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "finished points are in" in err
+    assert leftovers(p.pid) == []
+    kept = json.loads((ccrig.run_dirs()[0] / "summary.json").read_text())
+    assert len(kept["points"]) == 1 and kept["complete"] is False
+    assert (ccrig.run_dirs()[0] / "points/000/rep0/intervals.csv").read_text().count("\n") > 4
+
+
+def test_goodput_lands_in_prometheus_one_series_per_flow_one_sample_per_interval(ccrig_prom, prometheus):
+    from experiments.prometheus_server import query
+    p = ccrig_prom.run(dumbbell([{"cc": "reno"}, {"cc": "cubic"}, {"cc": "bbr"}], duration="6s"))
+    assert p.returncode == 0, p.stderr
+    run = ccrig_prom.summary()["run"]
+    url = prometheus.url
+    series = query(url, f'count_over_time(ccrig_flow_goodput_bytes_per_second{{run="{run}"}}[1h])')
+    assert sorted((s["metric"]["flow"], s["metric"]["cc"]) for s in series) == [("0", "reno"), ("1", "cubic"),
+                                                                              ("2", "bbr")]
+    assert all(s["value"][1] == "6" for s in series), series
+    for metric in ("ccrig_system_eee", "ccrig_system_uar", "ccrig_system_loss_ratio", "ccrig_flow_eee"):
+        assert query(url, f'{metric}{{run="{run}"}}[1h]'), metric
+    mean = query(url, f'ccrig_point_result{{run="{run}",series="ccrig_system_goodput_bytes_per_second",stat="mean"}}')
+    assert 8 * float(mean[0]["value"][1]) == pytest.approx(ccrig_prom.summary()["points"][0]["system"]["goodput_bps"]["mean"])
+
+
+def test_exposition_passes_promtool():
+    from experiments.exporter import Exporter, Sample
+    e = Exporter()
+    try:
+        e.publish([Sample("flow_goodput_bytes_per_second", {"run": "r", "flow": "0", "cc": "reno"}, 1e6, time.time()),
+                   Sample("qdisc_dropped_packets", {"run": "r", "node": "r1", "dev": "eth0"}, 3, time.time()),
+                   Sample("point_result", {"run": "r", "series": "ccrig_flow_eee", "stat": "mean"}, 0.1, time.time())])
+        body = urllib.request.urlopen(f"http://{e.address}/metrics").read()
+    finally:
+        e.close()
+    assert b"ccrig_qdisc_dropped_packets_total" in body
+    p = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True)
+    assert p.returncode == 0, p.stdout + p.stderr
