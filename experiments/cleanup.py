@@ -11,13 +11,12 @@ from .prometheus_server import PrometheusServer
 
 
 def _alive(pid: int) -> bool:
+    """Is pid a running ccrig? (a pid reused by another program does not count)"""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
         return False
-    except PermissionError:
-        return True
+    return b"ccrig" in cmdline or b"experiments.cli" in cmdline
 
 
 def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,

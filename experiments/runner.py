@@ -284,6 +284,11 @@ class Runner:
 
     # --- teardown ------------------------------------------------------------------------------------
     def _teardown(self) -> None:
+        # a second Ctrl-C must not cut the teardown short: it is noted and raised once everything is gone
+        with _signals_deferred():
+            self._teardown_now()
+
+    def _teardown_now(self) -> None:
         if self.traffic is not None:
             self.traffic.stop()
             self.traffic = None
@@ -374,6 +379,21 @@ def _trap_signals():
     if threading.current_thread() is not threading.main_thread():
         return None
     return {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+class _signals_deferred:
+    def __enter__(self):
+        self.caught = []
+        self.old = None
+        if threading.current_thread() is threading.main_thread():
+            self.old = {s: signal.signal(s, lambda n, f: self.caught.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, exc_type, *rest):
+        _restore_signals(self.old)
+        if self.caught and exc_type is None:
+            raise Interrupted(signal.Signals(self.caught[0]).name)
+        return False
 
 
 def _restore_signals(old) -> None:

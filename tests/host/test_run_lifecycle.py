@@ -127,3 +127,21 @@ def test_exposition_passes_promtool():
     assert b"ccrig_qdisc_dropped_packets_total" in body
     p = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_ccrig_clean_removes_what_a_killed_run_left(ccrig):
+    spec = ccrig.write(dumbbell([{"cc": "reno"}, {"cc": "cubic"}], duration="30s"))
+    p = subprocess.Popen(ccrig.argv(spec), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    # traffic is flowing once the first interval is written
+    while time.time() < deadline and not list(ccrig.tmp.glob("runs/*/points/000/rep0/intervals.csv")):
+        time.sleep(0.1)
+    time.sleep(1.5)
+    p.kill()  # SIGKILL: no teardown runs
+    p.wait()
+    assert leftovers(p.pid), "a killed run leaves its namespaces behind"
+    c = _run([*CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-"])
+    assert c.returncode == 0, c.stderr
+    assert f"removed namespace ccrig-{p.pid}-r1" in c.stdout
+    assert leftovers(p.pid) == []
+    assert not subprocess.run(["pgrep", "-f", f"ccrig-{p.pid}-"], capture_output=True).stdout
