@@ -35,7 +35,8 @@ def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
         from tcp_modules.manager import cleanup as cc_cleanup
     except ImportError:
         cc_cleanup = None
-    if cc_cleanup is not None:
+    # congestion-control variants carry no run prefix: only a full clean removes them
+    if cc_cleanup is not None and prefix == "ccrig-":
         for line in cc_cleanup(commands) or []:
             said.append(line)
     server = PrometheusServer(prometheus_root, commands)

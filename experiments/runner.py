@@ -46,11 +46,17 @@ def run_prefix() -> str:
     return f"ccrig-{os.getpid()}"
 
 
-def make_testbed(name: str, topology, commands: Commands, prefix: str) -> Testbed:
+def make_testbed(name: str, topology, commands: Commands, prefix: str, exp=None) -> Testbed:
+    """The testbed a spec names. Each lives in topologies/ and is imported only when used."""
     if name == "netns":
         return NetnsTestbed(topology, commands, prefix)
-    raise InputError(f"testbed: got {name!r}; this version runs `netns` only "
-                     f"(mininet, hosts and vm are planned)")
+    if name == "mininet":
+        try:
+            from topologies.mininet import MininetTestbed
+        except ImportError as e:
+            raise InputError(f"testbed: got 'mininet', which is not available here: {e}") from None
+        return MininetTestbed(topology, commands, prefix, exp)
+    raise InputError(f"testbed: got {name!r}; expected netns or mininet (hosts and vm are being built)")
 
 
 @dataclass
@@ -129,7 +135,7 @@ class Runner:
         out = self.archive.rep_dir(point.index, rep)
         flows = [BulkFlow(i, f.cc, *topo.pairs[i % len(topo.pairs)], start=f.start, duration=exp.duration)
                  for i, f in enumerate(exp.flow_list())]
-        self.testbed = make_testbed(exp.testbed, topo, self.commands, self.opt.prefix)
+        self.testbed = make_testbed(exp.testbed, topo, self.commands, self.opt.prefix, exp)
         try:
             self.testbed.up()
             if point.index == 0 and rep == 0:
