@@ -5,15 +5,19 @@ namespace, so nothing ccrig makes lives in the root namespace and `ccrig clean` 
 
 Every interface sends wire-sized packets: without gso_max_segs 1 / gso_max_size 1514 and tso/gso/gro off, TCP
 hands the qdisc ~64 KB super-packets and a "15-packet" pfifo holds hundreds of wire packets (DESIGN.md).
+
+Setup is batched: one shell runs `ip -batch` and `tc -batch` per namespace (Commands.script), so a 30-sender
+dumbbell comes up in about a second; commands.log holds the script as a here-document.
 """
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
-from experiments.commands import Commands
+from experiments.commands import Commands, batch_text
 from .links import egress_argv
 from .testbed import Testbed
 
@@ -29,38 +33,41 @@ class NetnsTestbed(Testbed):
     def up(self) -> None:
         topo, c = self.topology, self.commands
         ifs = topo.interfaces()
+        wire = str(topo.mtu + 14)
+        root: list[list[str]] = [["netns", "add", self.ns(n.name)] for n in topo.nodes]
+        for link in topo.links:
+            a = topo.egress_of(link.a, link.b)
+            b = topo.egress_of(link.b, link.a)
+            # both ends are created inside their namespaces, wire-sized from the start
+            root.append(["link", "add", a.name, "netns", self.ns(link.a), "mtu", str(topo.mtu),
+                         "gso_max_segs", "1", "gso_max_size", wire, "type", "veth",
+                         "peer", "name", b.name, "netns", self.ns(link.b), "mtu", str(topo.mtu),
+                         "gso_max_segs", "1", "gso_max_size", wire])
+        c.batch(["ip", "-batch", "-"], root)
+        routes = topo.routes()
+        flows = max(1, len(topo.pairs))
+        steps: list[tuple[list[str], str | None]] = []
         for node in topo.nodes:
             ns = self.ns(node.name)
-            c.run(["ip", "netns", "add", ns])
-            c.run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            enter = ["nsenter", f"--net={NETNS_DIR / ns}"]
             if node.role == "router":
-                c.run(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"], ns=ns)
-        for i, link in enumerate(topo.links):
-            a = next(x for x in ifs[link.a] if x.peer == link.b)
-            b = next(x for x in ifs[link.b] if x.peer == link.a)
-            c.run(["ip", "-n", self.ns(link.a), "link", "add", a.name, "mtu", str(topo.mtu), "type", "veth",
-                   "peer", "name", b.name, "netns", self.ns(link.b), "mtu", str(topo.mtu)])
-        wire = topo.mtu + 14
-        for node, lst in ifs.items():
-            ns = self.ns(node)
-            for x in lst:
-                c.run(["ip", "-n", ns, "link", "set", x.name, "gso_max_segs", "1", "gso_max_size", str(wire),
-                       "gro_max_size", str(wire)])
-                c.run(["ethtool", "-K", x.name, "tso", "off", "gso", "off", "gro", "off"], ns=ns)
-                c.run(["ip", "-n", ns, "addr", "add", f"{x.address}/{x.prefix}", "dev", x.name])
-                c.run(["ip", "-n", ns, "link", "set", x.name, "up"])
-        for node, routes in topo.routes().items():
-            for subnet, via in routes:
-                c.run(["ip", "-n", self.ns(node), "route", "add", subnet, "via", via])
-        flows = max(1, len(topo.pairs))
-        for node, lst in ifs.items():
-            for x in lst:
-                for argv in egress_argv(x.name, x.egress, topo.mtu, flows):
-                    c.run(argv, ns=self.ns(node))
+                steps.append(([*enter, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"], None))
+            lines = [["link", "set", "lo", "up"]]
+            for x in ifs[node.name]:
+                lines += [["addr", "add", f"{x.address}/{x.prefix}", "dev", x.name],
+                          ["link", "set", x.name, "up"]]
+            lines += [["route", "add", subnet, "via", via] for subnet, via in routes[node.name]]
+            steps.append((["ip", "-n", ns, "-batch", "-"], batch_text(lines)))
+            for x in ifs[node.name]:
+                # offloads are ethtool's alone; GRO at a router's ingress would re-merge packets
+                steps.append(([*enter, "ethtool", "-K", x.name, "tso", "off", "gso", "off", "gro", "off"], None))
+            tc = [argv[1:] for x in ifs[node.name] for argv in egress_argv(x.name, x.egress, topo.mtu, flows)]
+            if tc:
+                steps.append((["tc", "-n", ns, "-batch", "-"], batch_text(tc)))
+        c.script(steps)
 
     def down(self) -> None:
-        for node in self.topology.nodes:
-            remove_namespace(self.ns(node.name), self.commands)
+        remove_namespaces([self.ns(n.name) for n in self.topology.nodes], self.commands)
 
     def run(self, node, argv, check=True, timeout=60):
         return self.commands.run(argv, ns=self.ns(node), check=check, timeout=timeout)
@@ -77,34 +84,58 @@ def namespaces(prefix: str = "ccrig-") -> list[str]:
         return []
 
 
-def remove_namespace(ns: str, commands: Commands) -> None:
-    """Kills every process in ns, then deletes it (its veths and qdiscs go with it). Never raises."""
-    if not (NETNS_DIR / ns).exists():
+def pids_in(names: list[str]) -> dict[str, list[int]]:
+    """The processes living in each named namespace, found by comparing /proc/PID/ns/net with the namespace's
+    inode (one pass over /proc instead of an `ip netns pids` per namespace)."""
+    inodes = {}
+    for n in names:
+        try:
+            inodes[os.stat(NETNS_DIR / n).st_ino] = n
+        except FileNotFoundError:
+            pass
+    out: dict[str, list[int]] = {n: [] for n in names}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            ino = os.stat(f"/proc/{pid}/ns/net").st_ino
+        except OSError:
+            continue
+        if ino in inodes:
+            out[inodes[ino]].append(int(pid))
+    return out
+
+
+def remove_namespaces(names: list[str], commands: Commands) -> None:
+    """Kills every process in the namespaces, then deletes them (their veths and qdiscs go with them).
+    Best effort: never raises."""
+    names = [n for n in names if (NETNS_DIR / n).exists()]
+    if not names:
         return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = _pids(ns, commands)
+    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
+        pids = [p for lst in pids_in(names).values() for p in lst]
+        if not pids:
+            break
         for pid in pids:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        if pids and sig == signal.SIGTERM:
-            _wait_gone(pids, 2.0)
-    commands.ok(["ip", "netns", "delete", ns])
-
-
-def _pids(ns: str, commands: Commands) -> list[int]:
+        _wait_gone(pids, wait)
     try:
-        out = commands.run(["ip", "netns", "pids", ns], check=False, timeout=10).stdout
+        commands.batch(["ip", "-force", "-batch", "-"], [["netns", "delete", n] for n in names])
     except Exception:
-        return []
-    return [int(p) for p in out.split() if p.isdigit()]
+        for n in names:
+            commands.ok(["ip", "netns", "delete", n])
+
+
+def remove_namespace(ns: str, commands: Commands) -> None:
+    remove_namespaces([ns], commands)
 
 
 def _wait_gone(pids: list[int], timeout: float) -> None:
-    import time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not any(Path(f"/proc/{p}").exists() for p in pids):
             return
-        time.sleep(0.05)
+        time.sleep(0.02)

@@ -25,7 +25,7 @@ def test_one_flow_fills_the_bottleneck(ccrig):
     for name in ("intervals.csv", "trace.csv", "qdisc.csv", "iperf3-0.json"):
         assert (run / "points/000/rep0" / name).is_file(), name
     log = (run / "commands.log").read_text()
-    assert "tc qdisc add dev eth0 root handle 1: htb" in log and "iperf3 --client" in log
+    assert "tc -n ccrig-" in log and "qdisc add dev eth0 root handle 1: htb" in log and "iperf3 --client" in log
 
 
 def test_two_identical_flows_share_fairly(ccrig):
