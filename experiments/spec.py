@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from topologies import topology_union
+from topologies.switches import MininetOptions
 from .errors import InputError
 from .fields import TimeField
 
@@ -58,6 +59,7 @@ class Experiment(BaseModel):
     description: str = ""
     testbed: Literal["netns", "mininet", "hosts", "vm", "auto"] = "netns"
     topology: TopologyField
+    mininet: MininetOptions = MininetOptions()  # the switches when testbed is mininet
     flows: list[Flow] = Field(min_length=1)
     duration: TimeField
     interval: TimeField = 1.0
@@ -111,37 +113,52 @@ def _path_str(loc) -> str:
     return out
 
 
+def _union_tags() -> set[str]:
+    import qdiscs
+    import topologies
+    return {m.model_fields["name"].default for m in topologies.SPECS} | set(qdiscs.KINDS)
+
+
 def _strip_tags(loc: tuple) -> tuple:
     """Drops the union-tag and validator parts pydantic puts in an error's location."""
-    return tuple(p for p in loc if not (isinstance(p, str) and (p in ("dumbbell",) or "[" in p
+    tags = _union_tags()
+    return tuple(p for p in loc if not (isinstance(p, str) and (p in tags or "[" in p
                                                                   or p.startswith("function-"))))
 
 
 def _allowed(model, loc) -> list[str]:
-    """The field names accepted where loc points, for 'unknown field' errors."""
-    cur = model
+    """The field names accepted where loc (pydantic's raw location, union tags included) points."""
+    import typing
+    cur = [model]
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        fields = getattr(cur, "model_fields", {})
+        tagged = [m for m in cur if _tag(m) == part]
+        if tagged:  # a union member chosen by its tag
+            cur = tagged
+            continue
+        fields = getattr(cur[0], "model_fields", {})
         if part not in fields:
             return []
-        ann = fields[part].annotation
-        cur = _model_in(ann)
-        if cur is None:
+        cur = _models_in(fields[part].annotation)
+        if not cur:
             return []
-    return sorted(getattr(cur, "model_fields", {}))
+    return sorted(getattr(cur[0], "model_fields", {}))
 
 
-def _model_in(ann):
+def _tag(model) -> str | None:
+    for key in ("name", "kind"):
+        f = getattr(model, "model_fields", {}).get(key)
+        if f is not None and isinstance(f.default, str):
+            return f.default
+    return None
+
+
+def _models_in(ann) -> list:
     import typing
     if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return ann
-    for arg in typing.get_args(ann):
-        m = _model_in(arg)
-        if m is not None:
-            return m
-    return None
+        return [ann]
+    return [m for arg in typing.get_args(ann) for m in _models_in(arg)]
 
 
 def format_errors(source: str, err: ValidationError) -> InputError:
@@ -151,7 +168,7 @@ def format_errors(source: str, err: ValidationError) -> InputError:
         path = _path_str(loc) or "(top level)"
         value = e.get("input")
         if e["type"] == "extra_forbidden":
-            allowed = _allowed(Experiment, loc)
+            allowed = _allowed(Experiment, e["loc"])
             lines.append(f"{path}: unknown field; expected one of: {', '.join(allowed)}" if allowed
                          else f"{path}: unknown field")
         elif e["type"] == "missing":
