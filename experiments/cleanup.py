@@ -19,15 +19,19 @@ def _alive(pid: int) -> bool:
     return b"ccrig" in cmdline or b"experiments.cli" in cmdline
 
 
+def _run_alive(prefix: str) -> bool:
+    pid = prefix.removeprefix("ccrig-").split("-")[0]
+    return pid.isdigit() and _alive(int(pid))
+
+
 def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
               prometheus_root: Path = Path("results/prometheus")) -> list[str]:
     commands = Commands(None)
     said = []
     for ns in namespaces(prefix):
         # a namespace of a run that is still going belongs to it: ccrig-<pid>-node
-        pid = ns.removeprefix("ccrig-").split("-")[0]
-        if prefix == "ccrig-" and pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
-            said.append(f"kept namespace {ns}: its run (pid {pid}) is still going")
+        if prefix == "ccrig-" and _run_alive(ns) and not ns.startswith(f"ccrig-{os.getpid()}-"):
+            said.append(f"kept namespace {ns}: its run is still going")
             continue
         remove_namespace(ns, commands)
         said.append(f"removed namespace {ns} and its processes")
@@ -35,10 +39,12 @@ def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
         from tcp_modules.manager import cleanup as cc_cleanup
     except ImportError:
         cc_cleanup = None
-    # congestion-control variants carry no run prefix: only a full clean removes them
-    if cc_cleanup is not None and prefix == "ccrig-":
-        for line in cc_cleanup(commands) or []:
-            said.append(line)
+    if cc_cleanup is not None:
+        # variants are recorded with their run's prefix (ccrig-<pid>); a full clean spares runs still going
+        if prefix == "ccrig-":
+            said += cc_cleanup(commands, None, keep=lambda owner: _run_alive(owner)) or []
+        else:
+            said += cc_cleanup(commands, prefix.rstrip("-")) or []
     server = PrometheusServer(prometheus_root, commands)
     for target in server.targets_dir.glob("*/*.json") if server.targets_dir.exists() else []:
         pid = target.stem.rsplit("-", 1)[-1]

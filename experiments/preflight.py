@@ -9,7 +9,6 @@ import os
 import platform
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from .commands import Commands
 from .spec import Point
@@ -26,13 +25,6 @@ class Need:
 
     def problem(self) -> str:
         return f"{self.feature} (needed by {self.needed_by}) is missing: {self.how}"
-
-
-def available_ccs() -> set[str]:
-    try:
-        return set(Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
-    except FileNotFoundError:
-        return set()
 
 
 def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
@@ -60,17 +52,14 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
         for kind, by in kinds.items():
             out.append(Need(f"the {kind} queue discipline", by, kind in have,
                             probe.missing_message(kind, release)))
-    have_cc = available_ccs()
-    for p in points:
-        for i, f in enumerate(p.experiment.flows):
-            if f.cc not in have_cc:
-                out.append(Need(f"TCP congestion control {f.cc!r}", f"flows[{i}]", False,
-                                f"kernel {release} offers {', '.join(sorted(have_cc)) or 'none'}; "
-                                f"load its module (`modprobe tcp_{f.cc}`) or use the `vm` testbed"))
+    from tcp_modules.manager import CcManager
+    ccs = [f.cc for p in points for f in p.experiment.flows]
+    problems = CcManager(commands, prefix, points[0].experiment.cc_form).preflight(ccs)
+    out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
     # one line per distinct need
     seen, unique = set(), []
     for n in out:
-        if (n.feature, n.ok) not in seen:
-            seen.add((n.feature, n.ok))
+        if (n.feature, n.ok, n.how) not in seen:
+            seen.add((n.feature, n.ok, n.how))
             unique.append(n)
     return unique

@@ -18,12 +18,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
 
-from topologies.hosts import Inventory, ansible_tool, connect_all
+from topologies.hosts import EXPERIMENT_GROUPS, Inventory, ansible_tool, connect_all
 from .commands import Commands
 from .errors import CcrigError, InputError, RunError
 
@@ -84,7 +85,9 @@ def check_hosts(inventory: Inventory, commands: Commands, interfaces: bool = Tru
     control = Path(tempfile.mkdtemp(prefix="ccrig-provision-check-"))
     conns = {}
     try:
-        conns, problems = connect_all(list(inventory.hosts.values()), commands, control,
+        # the controller's own entries (ansible_connection: local) need no SSH
+        remote = [h for h in inventory.hosts.values() if not h.local]
+        conns, problems = connect_all(remote, commands, control,
                                       wanted_interfaces(inventory) if interfaces else None)
     finally:
         for c in conns.values():
@@ -101,9 +104,10 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     inv = Inventory.load(Path(inventory), commands)
     book = playbook_path(playbook)
-    if not inv.hosts:
-        raise InputError(f"-i: {inventory}: no hosts to provision in this inventory")
-    if preflight and inv.hosts:
+    if not inv.experiment_hosts():
+        raise InputError(f"-i: {inventory}: no hosts to provision; expected hosts in the groups "
+                         f"{', '.join(EXPERIMENT_GROUPS)} (see ansible/inventories/lab.example.yml)")
+    if preflight:
         check_hosts(inv, commands, interfaces=book.name != "teardown.yml")
 
     control = Path(tempfile.mkdtemp(prefix="ccrig-provision-ssh-"))
@@ -121,11 +125,13 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
     if log:
         log(argv, "&")
     result = PlaybookResult(book.name)
+    t0 = time.monotonic()
+    timed = lambda line: echo(f"[{time.monotonic() - t0:6.1f}s] {line}")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=ANSIBLE_DIR)
     try:
         for line in proc.stdout:
-            _event(line, result, echo)
+            _event(line, result, timed)
         stderr = proc.stderr.read()
         proc.wait()
     except BaseException:
@@ -137,7 +143,12 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
     if log:
         log(argv, str(proc.returncode))
     if result.failures:
-        lines = [f"host {h}, task {t!r}: {m}" for h, t, m in result.failures]
+        # hosts failing the same task the same way are named together
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for h, t, m in result.failures:
+            grouped.setdefault((t, m), []).append(h)
+        lines = [f"{'host' if len(hs) == 1 else 'hosts'} {', '.join(hs)}, task {t!r}: {m}"
+                 for (t, m), hs in grouped.items()]
         raise RunError(f"provision ({book.name}) failed: " + "; ".join(lines))
     if proc.returncode != 0:
         last = [ln for ln in stderr.strip().splitlines() if ln.strip()]
@@ -179,12 +190,8 @@ def _event(line: str, result: PlaybookResult, echo) -> None:
 
 
 def _task_name(task: dict) -> str:
-    name = task.get("name", "")
-    path = task.get("path", "")
-    if "/roles/" in path:
-        role = path.split("/roles/", 1)[1].split("/", 1)[0]
-        return f"{role}: {name}"
-    return name
+    # a role's tasks come named "role : task" already
+    return task.get("name", "")
 
 
 def _message(res: dict) -> str:

@@ -110,6 +110,7 @@ class Runner:
         self.archive.write_json("summary.json", self.summary)
         old = _trap_signals()
         try:
+            self._load_ccs()
             self._start_prometheus()
             total = len(self.points) * self.exp.repetitions
             with _progress(self.opt.progress, total * self.exp.n_intervals) as bar:
@@ -124,16 +125,33 @@ class Runner:
             self.summary["complete"] = True
             self.archive.write_json("summary.json", self.summary)
         finally:
+            with _signals_deferred():
+                self._stop_prometheus()
+                self._release_ccs()
             _restore_signals(old)
-            self._stop_prometheus()
         return RunResult(run_dir, self.summary, self.prom_url)
+
+    def _load_ccs(self) -> None:
+        """Loads the congestion controls every point needs (modules or BPF), once for the whole run."""
+        from tcp_modules.manager import CcManager
+        self.cc = CcManager(self.commands, self.opt.prefix, self.exp.cc_form)
+        self.cc_names = self.cc.prepare([f.cc for p in self.points for f in p.experiment.flows])
+        self.env["congestion_controls"] = self.cc.describe()
+        self.archive.write_json("env.json", self.env)
+
+    def _release_ccs(self) -> None:
+        if getattr(self, "cc", None) is not None:
+            left = self.cc.release()
+            if left:
+                print(f"warning: could not remove congestion control(s) {', '.join(left)}; run `ccrig clean`")
 
     # --- one repetition of one point ------------------------------------------------------------------
     def run_repetition(self, point: specmod.Point, rep: int) -> dict:
         exp = point.experiment
         topo = exp.topology.build(exp.n_flows)
         out = self.archive.rep_dir(point.index, rep)
-        flows = [BulkFlow(i, f.cc, *topo.pairs[i % len(topo.pairs)], start=f.start, duration=exp.duration)
+        flows = [BulkFlow(i, self.cc_names[f.cc_label], f.cc_label, *topo.pairs[i % len(topo.pairs)],
+                          start=f.start, duration=exp.duration)
                  for i, f in enumerate(exp.flow_list())]
         self.testbed = make_testbed(exp.testbed, topo, self.commands, self.opt.prefix, exp)
         try:
@@ -190,7 +208,7 @@ class Runner:
                     rows.append(row)
                     rows_by_flow[f.index].append(row)
                     tables["intervals"].write({"interval": k - 1, "t_start": a, "t_end": b, "flow": f.index,
-                                               "cc": f.cc, **row})
+                                               "cc": f.label, **row})
                 sysrow = system_interval(rows, t_max, q["dropped"] - qdisc_prev["dropped"],
                                          q["offered"] - qdisc_prev["offered"])
                 qdisc_prev = q
@@ -271,7 +289,7 @@ class Runner:
         system = {m: stat(system_rows, m) for m in METRICS + ["jain"]}
         per_flow = []
         for f in flows:
-            entry = {"flow": f.index, "cc": f.cc, "sender": f.sender, "receiver": f.receiver}
+            entry = {"flow": f.index, "cc": f.label, "kernel_cc": f.cc, "sender": f.sender, "receiver": f.receiver}
             entry.update({m: stat(rows_by_flow[f.index], m) for m in METRICS})
             per_flow.append(entry)
         return {"system": system, "flows": per_flow, "t_max_bps": t_max, "fair_share_bps": share,
@@ -281,7 +299,7 @@ class Runner:
         system = {m: stats.over_repetitions([r["system"][m] for r in reps]) for m in METRICS + ["jain"]}
         flows = []
         for i, f in enumerate(reps[0]["flows"]):
-            entry = {k: f[k] for k in ("flow", "cc", "sender", "receiver")}
+            entry = {k: f[k] for k in ("flow", "cc", "kernel_cc", "sender", "receiver")}
             entry.update({m: stats.over_repetitions([r["flows"][i][m] for r in reps]) for m in METRICS})
             flows.append(entry)
         return {"index": point.index, "params": point.params, "t_max_bps": reps[0]["t_max_bps"],
@@ -341,7 +359,7 @@ class Runner:
             return
         out = []
         for f, row in zip(flows, rows):
-            fl = {**labels, "flow": str(f.index), "cc": f.cc}
+            fl = {**labels, "flow": str(f.index), "cc": f.label}
             out += [series_sample("flow", m, fl, row[m], ts) for m in METRICS + ["cwnd"] if row[m] is not None]
         out += [series_sample("system", m, labels, sysrow[m], ts) for m in METRICS + ["jain"]
                 if sysrow[m] is not None]

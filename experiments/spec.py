@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tcp_modules.spec import CcField, cc_key
 from topologies import topology_union
 from topologies.switches import MininetOptions
 from .errors import InputError
@@ -42,10 +43,16 @@ class Bulk(BaseModel):
 class Flow(BaseModel):
     model_config = ConfigDict(extra="forbid")
     count: int = Field(1, ge=1)
-    # a congestion control the kernel offers, by name (net.ipv4.tcp_available_congestion_control)
-    cc: str = "cubic"
+    # a kernel name (net.ipv4.tcp_available_congestion_control), a preset of the alpha/beta or polynomial
+    # laws (ab_smooth, poly_pipd, ...), or a parameterisation {law: alphabeta|poly, ...}: tcp_modules/spec.py
+    cc: CcField = "cubic"
     workload: Bulk = Bulk()
     start: TimeField = 0.0
+
+    @property
+    def cc_label(self) -> str:
+        """The congestion control as a researcher reads it: a name, or law(parameters)."""
+        return cc_key(self.cc)
 
     @field_validator("workload", mode="before")
     @classmethod
@@ -60,6 +67,8 @@ class Experiment(BaseModel):
     testbed: Literal["netns", "mininet", "hosts", "vm", "auto"] = "netns"
     topology: TopologyField
     mininet: MininetOptions = MininetOptions()  # the switches when testbed is mininet
+    # how the alpha/beta and polynomial laws are loaded: kernel module where possible, else BPF (auto)
+    cc_form: Literal["auto", "kmod", "bpf"] = "auto"
     flows: list[Flow] = Field(min_length=1)
     duration: TimeField
     interval: TimeField = 1.0

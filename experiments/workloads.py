@@ -24,6 +24,7 @@ CLIENT_PORT = 40001
 class BulkFlow:
     index: int
     cc: str            # the kernel name passed to iperf3 -C
+    label: str         # the congestion control as the spec says it (a name, or law(parameters))
     sender: str
     receiver: str
     start: float       # seconds after the point's traffic starts

@@ -83,14 +83,6 @@ __u32 BPF_PROG(ccrig_ssthresh, struct sock *sk)
 }
 
 SEC("struct_ops")
-void BPF_PROG(ccrig_set_state, struct sock *sk, __u8 new_state)
-{
-	/* a timeout restarts slow start (the kernel's usual loss handling): no earned increase survives it */
-	if (new_state == TCP_CA_Loss)
-		ccrig_ca(sk)->acc = 0;
-}
-
-SEC("struct_ops")
 __u32 BPF_PROG(ccrig_undo_cwnd, struct sock *sk)
 {
 	struct tcp_sock *tp = ccrig_tp(sk);

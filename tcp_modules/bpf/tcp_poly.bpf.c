@@ -11,7 +11,6 @@ struct tcp_congestion_ops ccrig_poly = {
 	.init = (void *)ccrig_init,
 	.ssthresh = (void *)ccrig_ssthresh,
 	.cong_avoid = (void *)ccrig_cong_avoid,
-	.set_state = (void *)ccrig_set_state,
 	.undo_cwnd = (void *)ccrig_undo_cwnd,
 	/* 15 characters, replaced by the generated name: the loader finds it by this text */
 	.name = "ccrig@po@templ@",

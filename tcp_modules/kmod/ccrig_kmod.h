@@ -84,13 +84,6 @@ static u32 ccrig_ssthresh(struct sock *sk)
 	return ccrig_on_loss(&ca->p, tcp_snd_cwnd(tp), &ca->acc);
 }
 
-static void ccrig_set_state(struct sock *sk, u8 new_state)
-{
-	/* a timeout restarts slow start (the kernel's usual loss handling): no earned increase survives it */
-	if (new_state == TCP_CA_Loss)
-		ccrig_ca(sk)->acc = 0;
-}
-
 static u32 ccrig_undo_cwnd(struct sock *sk)
 {
 	return max(tcp_snd_cwnd(tcp_sk(sk)), ccrig_ca(sk)->loss_cwnd);
@@ -100,7 +93,6 @@ static u32 ccrig_undo_cwnd(struct sock *sk)
 	.init = ccrig_init,                        \
 	.ssthresh = ccrig_ssthresh,                \
 	.cong_avoid = ccrig_cong_avoid,            \
-	.set_state = ccrig_set_state,              \
 	.undo_cwnd = ccrig_undo_cwnd,              \
 	.owner = THIS_MODULE,                      \
 	.name = _name,                             \
