@@ -229,7 +229,25 @@ class Runner:
         self._write_trace(out, flows, sampler_of)
         iperf = self.traffic.results()
         checks = self._cross_check(flows, sampler_of, iperf)
-        return self._rep_summary(flows, rows_by_flow, system_rows, exp.warmup, t_max, share, checks)
+        summary = self._rep_summary(flows, rows_by_flow, system_rows, exp.warmup, t_max, share, checks)
+        summary["warnings"] = self._trace_warnings(flows, sampler_of)
+        for w in summary["warnings"]:
+            print(f"warning: point {point.index} repetition {rep}: {w}")
+        return summary
+
+    def _trace_warnings(self, flows, sampler_of) -> list[str]:
+        """Kernel faults that make a flow's numbers unreliable. On some kernels (seen on 6.18) a BPF
+        congestion control's ssthresh callback now and then leaves ssthresh at a garbage value above
+        TCP_INFINITE_SSTHRESH, and the kernel then grows cwnd to ~1e9: flag it rather than hide it."""
+        out = []
+        for f in flows:
+            bad = [s.get("snd_ssthresh", 0) for _, s in sampler_of[f.sender_key].snapshot(f.sender_key)
+                   if s.get("snd_ssthresh", 0) > 0x7FFFFFFF]
+            if bad:
+                out.append(f"flow {f.index} ({f.label}): ssthresh {bad[0]} is beyond the kernel's infinity; "
+                           f"its cwnd and rates after that are not the law's (a kernel fault with BPF congestion "
+                           f"control on {platform.release()})")
+        return out
 
     def _wait_samples(self, until: float, t0: float) -> None:
         """Sleeps until `until` (seconds since t0) and until every live sampler has reported past it."""
