@@ -255,6 +255,8 @@ def validate(raw: dict, source: str) -> Experiment:
         return Experiment.model_validate(raw)
     except ValidationError as e:
         raise format_errors(source, e) from None
+    except InputError as e:  # a cross-field check that raised directly
+        raise InputError(f"{source}: {e}") from None
 
 
 def load(path: Path, overrides: list[str] = ()) -> tuple[dict, Experiment]:
@@ -287,10 +289,7 @@ def points(raw: dict, exp: Experiment, source: str = "spec") -> list[Point]:
         r.pop("sweep", None)
         for k, v in zip(keys, combo):
             set_path(r, k, v, f"{source}: sweep")
-        try:
-            e = Experiment.model_validate(r)
-        except ValidationError as err:
-            where = ", ".join(f"{k}={v}" for k, v in zip(keys, combo))
-            raise InputError(str(format_errors(f"{source}: sweep point {where}", err))) from None
+        where = ", ".join(f"{k}={v}" for k, v in zip(keys, combo))
+        e = validate(r, f"{source}: sweep point {where}" if keys else source)
         out.append(Point(index=i, params=dict(zip(keys, combo)), experiment=e, raw=r))
     return out
