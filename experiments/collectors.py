@@ -63,15 +63,20 @@ class FlowSampler:
 
 
 class QdiscReader:
-    """The statistics of every qdisc on one interface, read on demand."""
+    """The statistics of every qdisc on one interface, read on demand; with classes under the discipline
+    (drr's one class per flow) their counters too, as rows whose `class` column is set."""
 
-    def __init__(self, testbed: Testbed, node: str, dev: str):
-        self.testbed, self.node, self.dev = testbed, node, dev
+    def __init__(self, testbed: Testbed, node: str, dev: str, classes_under: str | None = None):
+        self.testbed, self.node, self.dev, self.classes_under = testbed, node, dev, classes_under
 
     def read(self) -> list[dict]:
-        from qdiscs.stats import parse
+        from qdiscs.stats import parse, parse_classes
         out = self.testbed.run(self.node, ["tc", "-s", "-j", "qdisc", "show", "dev", self.dev]).stdout
         rows = parse(out)
+        if self.classes_under:
+            text = self.testbed.run(self.node, ["tc", "-s", "class", "show", "dev", self.dev,
+                                                "parent", self.classes_under]).stdout
+            rows += [{**r, "class": "yes"} for r in parse_classes(text)]
         for r in rows:
             r["node"], r["dev"] = self.node, self.dev
         return rows

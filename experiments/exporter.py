@@ -61,6 +61,31 @@ def series_sample(scope: str, metric: str, labels: dict, value: float, ts: float
     return Sample(f"{scope}_{suffix}", labels, value * factor, ts)
 
 
+# qdisc.csv column -> exporter name for the counters every discipline has
+QDISC_SERIES = {"sent_packets": "qdisc_sent_packets", "sent_bytes": "qdisc_sent_bytes",
+                "dropped": "qdisc_dropped_packets", "overlimits": "qdisc_overlimits",
+                "backlog_packets": "qdisc_backlog_packets", "backlog_bytes": "qdisc_backlog_bytes"}
+_QDISC_IDS = {"t", "node", "dev", "kind", "handle", "parent", "leaf", "class"}
+
+
+def qdisc_samples(rows: list[dict], labels: dict, ts: float | None) -> list["Sample"]:
+    """Every numeric statistic of every qdisc (and class) row: the common counters under fixed names, a
+    discipline's own (red_early, fq_codel_ecn_mark, drr_deficit, ...) as ccrig_qdisc_<column>."""
+    from qdiscs.stats import is_counter
+    out = []
+    for r in rows:
+        ql = {**labels, "node": r["node"], "dev": r["dev"], "kind": r.get("kind", ""),
+              "handle": r.get("handle", ""), "class": "yes" if r.get("class") else "no"}
+        for key, value in r.items():
+            if key in _QDISC_IDS or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            name = QDISC_SERIES.get(key, f"qdisc_{key}")
+            if name not in HELP:
+                HELP[name] = ("counter" if is_counter(key) else "gauge", f"{key.replace('_', ' ')} (tc -s)")
+            out.append(Sample(name, ql, float(value), ts))
+    return out
+
+
 @dataclass
 class Sample:
     name: str            # without the ccrig_ prefix, e.g. flow_goodput_bytes_per_second

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from analysis import metrics, stats
 from analysis.intervals import FlowSeries, flow_interval, system_interval
+from qdiscs.shaper import LEAF
 from topologies.netns import NetnsTestbed
 from topologies.testbed import Testbed
 from . import environment, spec as specmod
@@ -28,7 +29,7 @@ from .archive import INTERVAL_COLUMNS, QDISC_COLUMNS, TRACE_COLUMNS, CsvTable, R
 from .collectors import FlowSampler, QdiscReader
 from .commands import Commands
 from .errors import InputError, RunError
-from .exporter import SERIES, Exporter, Sample, series_sample
+from .exporter import SERIES, Exporter, Sample, qdisc_samples, series_sample
 from .preflight import needs
 from .prometheus_server import PrometheusServer
 from .workloads import BulkFlow, Traffic
@@ -177,7 +178,10 @@ class Runner:
             by_node.setdefault(f.receiver, []).append(f.receiver_key)
         self.samplers = [FlowSampler(self.testbed, n, keys, TRACE_PERIOD, t0) for n, keys in by_node.items()]
         sampler_of = {k: s for s in self.samplers for k in s.keys}
-        bottleneck = QdiscReader(self.testbed, topo.bottleneck[0], self.testbed.egress_device(*topo.bottleneck))
+        leaf = topo.egress_of(*topo.bottleneck).egress.qdisc
+        # a discipline with classes of its own (drr: one per flow) has them read each interval too
+        bottleneck = QdiscReader(self.testbed, topo.bottleneck[0], self.testbed.egress_device(*topo.bottleneck),
+                                 classes_under=LEAF if leaf is not None and leaf.kind == "drr" else None)
         tables = {"intervals": CsvTable(out / "intervals.csv", INTERVAL_COLUMNS),
                   "qdisc": CsvTable(out / "qdisc.csv", QDISC_COLUMNS)}
         labels = {"experiment": self.exp.name, "run": self.run_id, "point": str(point.index), "rep": str(rep),
@@ -266,7 +270,8 @@ class Runner:
             table.add_columns(r)
             table.write({"t": t, **r})
         table.flush()
-        root = next((r for r in rows if r.get("parent") in ("root", None)), rows[0] if rows else {})
+        root = next((r for r in rows if r.get("parent") in ("root", None) and not r.get("class")),
+                    rows[0] if rows else {})
         dropped = float(root.get("dropped", 0))
         return {"dropped": dropped, "offered": dropped + float(root.get("sent_packets", 0)), "rows": rows}
 
@@ -381,14 +386,7 @@ class Runner:
             out += [series_sample("flow", m, fl, row[m], ts) for m in METRICS + ["cwnd"] if row[m] is not None]
         out += [series_sample("system", m, labels, sysrow[m], ts) for m in METRICS + ["jain"]
                 if sysrow[m] is not None]
-        for r in q["rows"]:
-            ql = {**{k: v for k, v in labels.items() if k != "qdisc"}, "node": r["node"], "dev": r["dev"],
-                  "kind": r.get("kind", ""), "handle": r.get("handle", "")}
-            for name, key in (("qdisc_sent_packets", "sent_packets"), ("qdisc_sent_bytes", "sent_bytes"),
-                              ("qdisc_dropped_packets", "dropped"), ("qdisc_overlimits", "overlimits"),
-                              ("qdisc_backlog_packets", "backlog_packets"), ("qdisc_backlog_bytes", "backlog_bytes")):
-                if r.get(key) is not None:
-                    out.append(Sample(name, ql, float(r[key]), ts))
+        out += qdisc_samples(q["rows"], {k: v for k, v in labels.items() if k != "qdisc"}, ts)
         self.exporter.publish(out)
 
     def _publish_summary(self, point: dict) -> None:

@@ -22,7 +22,10 @@ def netem_args(egress: Egress) -> list[str]:
     return args
 
 
-def egress_argv(dev: str, egress: Egress, mtu: int, flows: int = 1) -> list[list[str]]:
+def egress_argv(dev: str, egress: Egress, mtu: int, flows: int = 1,
+                flow_sources: list[str] | None = None) -> list[list[str]]:
+    """flows / flow_sources: how many flows cross the link and their source addresses, for disciplines
+    that give every flow its own queue (drr)."""
     if egress.rate is None and egress.qdisc is None and not egress.needs_netem:
         return []
     if egress.rate is None:
@@ -36,7 +39,7 @@ def egress_argv(dev: str, egress: Egress, mtu: int, flows: int = 1) -> list[list
                              "delay on another hop (topologies do this for you)")
         cmds = shaped_argv(dev, bps, Pfifo(limit=1), None, mtu)[:2]
         return cmds + [["tc", "qdisc", "add", "dev", dev, "parent", CLASS, "handle", LEAF, *netem_args(egress)]]
-    return shaped_argv(dev, bps, egress.qdisc or Pfifo(), egress.buffer, mtu, flows)
+    return shaped_argv(dev, bps, egress.qdisc or Pfifo(), egress.buffer, mtu, flows, flow_sources)
 
 
 def uses_netem(egresses) -> bool:

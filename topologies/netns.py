@@ -46,6 +46,7 @@ class NetnsTestbed(Testbed):
         c.batch(["ip", "-batch", "-"], root)
         routes = topo.routes()
         flows = max(1, len(topo.pairs))
+        sources = [topo.address(s) for s, _ in topo.pairs] or None
         steps: list[tuple[list[str], str | None]] = []
         for node in topo.nodes:
             ns = self.ns(node.name)
@@ -61,7 +62,7 @@ class NetnsTestbed(Testbed):
             for x in ifs[node.name]:
                 # offloads are ethtool's alone; GRO at a router's ingress would re-merge packets
                 steps.append(([*enter, "ethtool", "-K", x.name, "tso", "off", "gso", "off", "gro", "off"], None))
-            tc = [argv[1:] for x in ifs[node.name] for argv in egress_argv(x.name, x.egress, topo.mtu, flows)]
+            tc = [argv[1:] for x in ifs[node.name] for argv in egress_argv(x.name, x.egress, topo.mtu, flows, sources)]
             if tc:
                 steps.append((["tc", "-n", ns, "-batch", "-"], batch_text(tc)))
         c.script(steps)
