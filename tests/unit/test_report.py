@@ -1,0 +1,126 @@
+"""`analysis.report` on a small synthetic run archive written here (two sweep points, two flows, one rep)."""
+import base64
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis import report as rp
+from analysis import throughput as tp
+from experiments.errors import InputError
+
+
+def stat(mean, half, n=4):
+    return {"mean": mean, "std": half, "ci95": [mean - half, mean + half], "n": n}
+
+
+def write_archive(root: Path) -> dict:
+    points = []
+    for idx, rate in enumerate((10, 20)):
+        flows = []
+        for f, cc in ((0, "ab_smooth"), (1, "cubic")):
+            flows.append({"flow": f, "cc": cc, "sender": f"h{f}", "receiver": f"r{f}",
+                          "goodput_bps": stat(rate * 0.45e6 + f * 1e5, 2e5), "throughput_bps": stat(rate * 0.47e6, 2e5),
+                          "eee": stat(0.1, 0.01), "uar": stat(0.2, 0.02), "loss": stat(0.01 * (idx + 1), 0.001),
+                          "retrans_rate": stat(0.01, 0.001), "rtt_s": stat(0.02 + 0.01 * f, 0.002)})
+        system = {"goodput_bps": stat(rate * 0.93e6, 1e5), "throughput_bps": stat(rate * 0.95e6, 1e5),
+                  "eee": stat(0.05 + idx / 100, 0.01), "uar": stat(0.06, 0.01), "loss": stat(0.01, 0.002),
+                  "retrans_rate": stat(0.01, 0.001), "rtt_s": stat(0.025, 0.003), "jain": stat(0.98 - idx / 10, 0.01)}
+        points.append({"index": idx, "params": {"topology.bottleneck.rate": rate}, "t_max_bps": rate * 0.96e6,
+                       "fair_share_bps": rate * 0.48e6, "system": system, "flows": flows,
+                       "repetitions": [{"rep": 0, "system": system, "flows": flows}]})
+        d = root / "points" / f"{idx:03d}" / "rep0"
+        d.mkdir(parents=True)
+        with open(d / "trace.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["t", "flow", "cwnd", "ssthresh", "srtt_s", "bytes_acked", "bytes_sent"])
+            for n in range(50):
+                for f in (0, 1):
+                    w.writerow([n * 0.1, f, 10 + n % 7 + f, 8, 0.02 + 0.001 * (n % 5), n * 1000, n * 1100])
+        with open(d / "qdisc.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["t", "node", "dev", "kind", "handle", "parent", "sent_packets", "sent_bytes", "dropped",
+                        "overlimits", "requeues", "backlog_packets", "backlog_bytes"])
+            for n in range(50):
+                w.writerow([n * 0.1, "r0", "eth1", "pfifo", "10:", "1:1", n * 10, n * 15000, n // 10, 0, 0,
+                            n % 13, (n % 13) * 1500])
+    summary = {"experiment": "synthetic", "run": "synthetic-20260101-000000-1", "kernel": "6.18.0-test",
+               "testbed": "netns", "interval_s": 1.0, "intervals": 5, "warmup": 1, "repetitions": 1,
+               "complete": True, "points": points}
+    (root / "summary.json").write_text(json.dumps(summary))
+    return summary
+
+
+def test_report_writes_md_html_and_plots(tmp_path):
+    run = tmp_path / "run"
+    summary = write_archive(run)
+    html_path = rp.report(run)
+    out = run / "report"
+    assert html_path == out / "report.html"
+    md = (out / "report.md").read_text()
+    html = html_path.read_text()
+    for name in ("sweep_topology_bottleneck_rate", "utility", "timeseries_p000", "timeseries_p001", "model"):
+        png, svg = out / f"{name}.png", out / f"{name}.svg"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert b"<svg" in svg.read_bytes()[:2000], name
+        assert f"({name}.png)" in md
+    # self-contained: every image is embedded, none is linked
+    imgs = re.findall(r"<img [^>]*src='([^']*)'", html)
+    assert len(imgs) == 5 and html.count("src=") == 5 and all(s.startswith("data:image/png;base64,") for s in imgs)
+    assert base64.b64decode(imgs[0].split(",", 1)[1])[:4] == b"\x89PNG"
+    # the stated context
+    for text in ("6.18.0-test", "1.0 s", "5 intervals", "first 1", "1 repetition"):
+        assert text in md and text in html
+    # numbers equal summary.json: the system goodput of point 1 and T_max, as printed
+    p1 = summary["points"][1]
+    assert rp.fmt_stat(p1["system"]["goodput_bps"], 1e-6) == "18.6 ± 0.1"
+    assert "| 1 | 20 | 19.2 | 9.6 | 18.6 ± 0.1 |" in md
+    assert rp.fmt_stat(p1["system"]["jain"]) in md
+
+
+def test_model_rows_use_the_flows_loss_and_rtt(tmp_path):
+    summary = write_archive(tmp_path / "run")
+    rows = rp.model_rows(summary["points"])
+    smooth = next(r for r in rows if r["point"] == 0 and r["cc"] == "ab_smooth")
+    assert smooth["law"] == (0.31, 0.875)
+    assert smooth["gaimd_bps"] == pytest.approx(tp.gaimd(0.01, 0.02, 0.22, 1, 0.31, 0.875) * rp.MSS_BYTES * 8)
+    assert smooth["mathis_bps"] == pytest.approx(tp.mathis(0.01, 0.02, rp.MSS_BYTES * 8))
+    cubic = next(r for r in rows if r["point"] == 0 and r["cc"] == "cubic")
+    assert cubic["gaimd_bps"] is None and cubic["mathis_bps"] is not None
+    assert rp.law_of("reno") == (1.0, 0.5)
+
+
+def test_report_rejects_what_is_not_a_run(tmp_path):
+    with pytest.raises(InputError, match="^RUN_DIR: got .*; expected a run directory holding summary.json"):
+        rp.report(tmp_path)
+    assert not (tmp_path / "report").exists()
+    write_archive(tmp_path / "run")
+    with pytest.raises(InputError, match=r"^--repetition: got 3; expected an integer in 0\.\.0"):
+        rp.report(tmp_path / "run", repetition=3)
+
+
+def test_pause_gain_overlay_uses_the_markov_model(tmp_path):
+    from analysis import pause_markov as pm
+
+    run = tmp_path / "run"
+    summary = write_archive(run)
+    (run / "spec.yaml").write_text("topology:\n  name: pause_chain\n  link_b: {rate: 100pps, buffer: 10pkt}\n")
+    wire, scale = 1526, 10.0
+    for p, high in zip(summary["points"], (15, 20)):
+        p["pause"] = {"high": high, "low": high, "b2": 20, "scaling": {
+            "scale": scale, "wire_bytes": wire, "link_a_bps": 25 * scale * wire * 8,
+            "link_b_bps": 100 * scale * wire * 8, "link_c_bps": 15 * scale * wire * 8,
+            "paused_bps": 2 * scale * wire * 8}}
+        p["pause_gain"] = {"metric": "goodput_bps", "percent": 1.5, "ci95": [0.5, 2.5]}
+        p["system"]["rtt_s"] = stat(0.1, 0.01)
+    (run / "summary.json").write_text(json.dumps(summary))
+    rows = rp.pause_rows(run, summary["points"])
+    expect = pm.gain(pm.PauseParams(lam=(25.0, 1.0), mu1=100, mu2=2, nu=15, B1=10, B2=20, T1=15, T2=15, rtt=1.0))[0]
+    assert rows[0]["model"] == pytest.approx(expect, rel=1e-9)
+    assert rows[1]["model"] == 0.0  # T1 = B2: PAUSE never fires
+    rp.report(run)
+    md = (run / "report" / "report.md").read_text()
+    assert f"{expect:+.2f}" in md and "(pause_gain.png)" in md
+    assert (run / "report" / "pause_gain.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,63 @@
+"""Throughput equations: GAIMD (reconstructed Eq. 1 of study 001), Padhye, Mathis."""
+import itertools
+import math
+
+import pytest
+
+from analysis import throughput as tp
+from experiments.errors import InputError
+
+GRID = list(itertools.product((1e-4, 0.003, 0.02, 0.1, 0.3, 1.0), (0.001, 0.05, 0.3), (0.2, 1.0, 3.0), (1, 2)))
+
+
+@pytest.mark.parametrize("p,rtt,t0,b", GRID)
+def test_gaimd_with_tcp_parameters_is_padhye(p, rtt, t0, b):
+    assert tp.gaimd(p, rtt, t0, b, alpha=1.0, beta=0.5) == pytest.approx(tp.padhye(p, rtt, t0, b), rel=1e-12)
+
+
+def test_padhye_by_hand():
+    # p = 0.01, RTT = 0.1, T0 = 1, b = 1: 0.1·√(0.02/3) + min(1, 3√(0.03/8))·0.01·(1 + 0.0032)
+    td = 0.1 * math.sqrt(0.02 / 3)
+    to = 3 * math.sqrt(0.03 / 8) * 0.01 * 1.0032
+    assert tp.padhye(0.01, 0.1, 1.0) == pytest.approx(1 / (td + to), rel=1e-12)
+    assert tp.padhye(0.01, 0.1, 1.0, wmax=5) == pytest.approx(50.0)
+
+
+def test_tcp_friendly_alpha():
+    assert tp.tcp_friendly_alpha(0.5) == pytest.approx(1.0)
+    assert tp.tcp_friendly_alpha(7 / 8) == pytest.approx(0.3125)  # the seed's "α = 0.31"
+    assert tp.tcp_friendly_alpha(0.25) == pytest.approx(1.25)  # the seed's responsive TCP(1.25, 0.25)
+
+
+@pytest.mark.parametrize("beta", (0.25, 0.5, 0.7, 7 / 8))
+def test_friendly_alpha_matches_tcp_timeout_term(beta):
+    """With α = 4(1−β²)/3 the timeout term of Eq. 1 is TCP's for every β (RTT negligible)."""
+    a = tp.tcp_friendly_alpha(beta)
+    for p in (0.001, 0.05, 0.5):
+        assert tp.gaimd(p, 1e-15, 1.0, 1, a, beta) == pytest.approx(tp.padhye(p, 1e-15, 1.0), rel=1e-9)
+
+
+def test_gaimd_root_p_and_parameter_trends():
+    # without timeouts the rate follows 1/√p and 1/RTT, and √(α(1+β)/(1−β))
+    t = tp.gaimd(0.01, 0.1, 0.0, 1, 0.31, 0.875)
+    assert tp.gaimd(0.04, 0.1, 0.0, 1, 0.31, 0.875) == pytest.approx(t / 2)
+    assert tp.gaimd(0.01, 0.2, 0.0, 1, 0.31, 0.875) == pytest.approx(t / 2)
+    assert t == pytest.approx(math.sqrt(0.31 * 1.875 / (2 * 0.125 * 0.01)) / 0.1)
+
+
+def test_mathis():
+    assert tp.mathis(0.01, 0.1, 1448) == pytest.approx(math.sqrt(1.5) * 1448 / (0.1 * 0.1))
+    assert tp.mathis(0.01, 0.1, c=1.0) == pytest.approx(100.0)
+    # Padhye without timeouts and b = 1 is Mathis with c = √(3/2)
+    assert tp.padhye(0.002, 0.05, 0.0) == pytest.approx(tp.mathis(0.002, 0.05), rel=1e-12)
+
+
+@pytest.mark.parametrize("call,field", [
+    (lambda: tp.gaimd(0.0, 0.1, 1.0), "p"), (lambda: tp.gaimd(1.5, 0.1, 1.0), "p"),
+    (lambda: tp.gaimd(0.1, -1, 1.0), "rtt"), (lambda: tp.gaimd(0.1, 0.1, -1.0), "t0"),
+    (lambda: tp.gaimd(0.1, 0.1, 1.0, beta=1.0), "beta"), (lambda: tp.gaimd(0.1, 0.1, 1.0, alpha=0), "alpha"),
+    (lambda: tp.padhye(0.1, 0.1, 1.0, b=0.5), "b"), (lambda: tp.mathis(0.1, 0.1, segment=0), "segment"),
+])
+def test_bad_input_names_the_field(call, field):
+    with pytest.raises(InputError, match=rf"^{field}: got .*; expected "):
+        call()
