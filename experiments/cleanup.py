@@ -45,6 +45,14 @@ def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
             said += cc_cleanup(commands, None, keep=lambda owner: _run_alive(owner)) or []
         else:
             said += cc_cleanup(commands, prefix.rstrip("-")) or []
+    from topologies import vm
+    said += vm.stop_stray_guests(prefix, keep=lambda name: prefix == "ccrig-" and _run_alive(name))
+    try:
+        from topologies.mininet import cleanup as mininet_cleanup
+    except ImportError:
+        mininet_cleanup = None
+    if mininet_cleanup is not None:
+        said += mininet_cleanup(commands, prefix) or []
     server = PrometheusServer(prometheus_root, commands)
     for target in server.targets_dir.glob("*/*.json") if server.targets_dir.exists() else []:
         pid = target.stem.rsplit("-", 1)[-1]

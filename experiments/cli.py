@@ -38,13 +38,24 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
                                        "or the URL of a server already scraping ccrig"),
         prometheus_dir: Path = typer.Option(Path("results/prometheus"), help="the local Prometheus server's "
                                             "folder (config, storage, log)"),
+        kernel: Optional[str] = typer.Option(None, help="the vm testbed's guest kernel: a release such as "
+                                             "6.1.0-56-amd64 or an image path (default: the newest installed)"),
         progress: bool = typer.Option(True, help="show a progress bar")):
-    """Run an experiment: every sweep point and repetition; print a summary and the run directory."""
+    """Run an experiment: every sweep point and repetition; print a summary and the run directory.
+
+    testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""
     from . import spec as specmod
     from .runner import Interrupted, Options, Runner
+    if kernel is not None:
+        set_ = [*set_, f"vm.kernel={kernel}"]
     raw, exp = specmod.load(spec, set_)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
+    testbed = choose_testbed(spec, raw, exp)
+    if testbed == "vm":
+        return run_in_vm(spec, set_, exp, out, prometheus, prometheus_dir)
+    if testbed != exp.testbed:
+        raw, exp = specmod.load(spec, [*set_, f"testbed={testbed}"])
     runner = Runner(spec, raw, exp, Options(out_root=out, prometheus=prometheus, prometheus_root=prometheus_dir,
                                                progress=progress))
     try:
@@ -64,6 +75,56 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
     if result.prometheus_url:
         console.print(f"Prometheus: {result.prometheus_url}  e.g. "
                       f"ccrig_flow_goodput_bytes_per_second{{run=\"{result.summary['run']}\"}}")
+
+
+def choose_testbed(spec: Path, raw: dict, exp) -> str:
+    """`auto`: netns when the running kernel has every feature the spec needs, else vm (and say why)."""
+    if exp.testbed != "auto":
+        return exp.testbed
+    from . import spec as specmod
+    from .commands import Commands
+    from .preflight import needs
+    from .runner import run_prefix
+    missing = [n for n in needs(specmod.points(raw, exp, str(spec)), Commands(None), run_prefix()) if not n.ok]
+    if not missing:
+        console.print("testbed auto: netns (this kernel has everything the spec needs)")
+        return "netns"
+    console.print("testbed auto: vm, because " + "; ".join(n.problem() for n in missing))
+    return "vm"
+
+
+def run_in_vm(spec: Path, set_: list[str], exp, out: Path, prometheus: str, prometheus_dir: Path) -> None:
+    """The vm testbed: the same `ccrig run` on netns inside a distribution kernel under virtme-ng; the run
+    directory lands in OUT on the host, and its samples are backfilled into the host's Prometheus."""
+    import json
+    from topologies import vm
+    from .backfill import backfill
+    from .errors import RunError
+    from .prometheus_server import PrometheusServer
+    from .runner import run_prefix
+    missing = [n for n in vm.preflight(exp.vm) if not n.ok]
+    if missing:
+        raise InputError("preflight (vm testbed): " + "; ".join(n.problem() for n in missing))
+    import math
+    n_runs = math.prod(len(v) for v in exp.sweep.values()) * exp.repetitions
+    # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
+    timeout = 600 + 3 * n_runs * (exp.duration + 15)
+    r = vm.run_experiment(spec, set_, out, exp.vm, timeout=timeout, name=run_prefix())
+    if r.run_dir is None:
+        raise RunError(f"the run in the vm ({r.kernel.release}, {r.accel}) wrote no run directory; "
+                       f"its output is above (exit status {r.status})")
+    summary = json.loads((r.run_dir / "summary.json").read_text())
+    if summary["points"]:
+        print_summary(summary)
+    console.print(f"run directory: {r.run_dir}")
+    if prometheus == "auto":
+        server = PrometheusServer(prometheus_dir)
+        url = server.ensure(exp.interval)
+        backfill(r.run_dir, server.root / "data")
+        console.print(f"Prometheus: {url}  (the backfilled series are queryable within about a minute) e.g. "
+                      f"ccrig_flow_goodput_bytes_per_second{{run=\"{r.run_dir.name}\"}}")
+    if r.status != 0:
+        raise typer.Exit(r.status)
 
 
 def _fmt(stat: dict, unit: str) -> str:

@@ -18,8 +18,10 @@ SAMPLER = Path(__file__).with_name("sampler.py")
 
 
 class FlowSampler:
-    def __init__(self, testbed: Testbed, node: str, keys: list[str], period: float, t0: float):
+    def __init__(self, testbed: Testbed, node: str, keys: list[str], period: float, t0: float = 0.0):
+        # samples are kept in unix time; t0 (set once traffic starts) makes them relative on the way out
         self.node, self.keys, self.t0 = node, keys, t0
+        self.ready = threading.Event()
         argv = [*testbed.python(node), str(SAMPLER), "--period", f"{period:g}"]
         for k in keys:
             argv += ["--match", k]
@@ -36,20 +38,29 @@ class FlowSampler:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            t = rec["t"] - self.t0
+            t = rec["t"]
+            self.ready.set()
             with self.lock:
                 for k, fields in rec["s"].items():
                     if k in self.samples:
                         self.samples[k].append((t, fields))
 
+    def wait_ready(self, timeout: float) -> None:
+        """Returns once the sampler has polled at least once."""
+        from .errors import RunError
+        if not self.ready.wait(timeout):
+            raise RunError(f"the TCP_INFO sampler on {self.node} did not start within {timeout:g} s: "
+                           f"{self.error() or 'no output'}")
+
     def snapshot(self, key: str) -> list[tuple[float, dict]]:
+        """One socket's samples, times in seconds since t0."""
         with self.lock:
-            return list(self.samples[key])
+            return [(t - self.t0, f) for t, f in self.samples[key]]
 
     def latest_time(self) -> float | None:
         with self.lock:
             ts = [s[-1][0] for s in self.samples.values() if s]
-        return max(ts) if ts else None
+        return max(ts) - self.t0 if ts else None
 
     def error(self) -> str:
         """What the sampler said if it died."""

@@ -27,8 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tcp_modules.spec import CcField, cc_key
 from topologies import topology_union
 from topologies.switches import MininetOptions
+from topologies.vm import VmOptions
 from .errors import InputError
-from .fields import TimeField
+from .fields import SizeField, TimeField
 
 TopologyField = topology_union()
 TESTBEDS = ("netns", "mininet", "hosts", "vm", "auto")
@@ -40,13 +41,28 @@ class Bulk(BaseModel):
     kind: Literal["bulk"] = "bulk"
 
 
+class Files(BaseModel):
+    """Finite files (the PAUSE study): each flow sends `size`, waits `idle`, and repeats (experiments/filexfer.py)."""
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["files"] = "files"
+    size: SizeField
+    idle: TimeField = 0.0
+
+    @field_validator("size")
+    @classmethod
+    def _bytes(cls, v):
+        if v.bytes is None or v.bytes < 1:
+            raise ValueError('expected a file size in bytes such as "80kb"')
+        return v
+
+
 class Flow(BaseModel):
     model_config = ConfigDict(extra="forbid")
     count: int = Field(1, ge=1)
     # a kernel name (net.ipv4.tcp_available_congestion_control), a preset of the alpha/beta or polynomial
     # laws (ab_smooth, poly_pipd, ...), or a parameterisation {law: alphabeta|poly, ...}: tcp_modules/spec.py
     cc: CcField = "cubic"
-    workload: Bulk = Bulk()
+    workload: Bulk | Files = Field(Bulk(), discriminator="kind")
     start: TimeField = 0.0
 
     @property
@@ -67,6 +83,7 @@ class Experiment(BaseModel):
     testbed: Literal["netns", "mininet", "hosts", "vm", "auto"] = "netns"
     topology: TopologyField
     mininet: MininetOptions = MininetOptions()  # the switches when testbed is mininet
+    vm: VmOptions = VmOptions()                  # the guest kernel, memory and cpus when testbed is vm
     # how the alpha/beta and polynomial laws are loaded: kernel module where possible, else BPF (auto)
     cc_form: Literal["auto", "kmod", "bpf"] = "auto"
     flows: list[Flow] = Field(min_length=1)
@@ -75,6 +92,8 @@ class Experiment(BaseModel):
     warmup: int = Field(1, ge=0)
     repetitions: int = Field(1, ge=1)
     sweep: dict[str, list[Any]] = {}
+    # pause_chain: every point also runs without PAUSE (T1 = T2 = B2) and reports the goodput gain
+    pause_gain: bool = False
 
     @field_validator("topology", mode="before")
     @classmethod
@@ -125,7 +144,8 @@ def _path_str(loc) -> str:
 def _union_tags() -> set[str]:
     import qdiscs
     import topologies
-    return {m.model_fields["name"].default for m in topologies.SPECS} | set(qdiscs.KINDS)
+    return ({m.model_fields["name"].default for m in topologies.SPECS} | set(qdiscs.KINDS)
+            | {m.model_fields["kind"].default for m in (Bulk, Files)})
 
 
 def _strip_tags(loc: tuple) -> tuple:

@@ -1,0 +1,89 @@
+"""The vm testbed's pure parts: kernel naming and ordering, the vng command line, the spec's `vm:` section."""
+from __future__ import annotations
+
+import shlex
+import struct
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from experiments.errors import InputError
+from topologies import vm
+
+
+def test_releases_order_as_versions():
+    releases = ["6.1.0-112-amd64", "6.10.0-1-amd64", "6.1.0-56-amd64", "5.10.0-30-amd64"]
+    assert sorted(releases, key=vm._version_key) == ["5.10.0-30-amd64", "6.1.0-56-amd64", "6.1.0-112-amd64",
+                                                    "6.10.0-1-amd64"]
+
+
+def test_release_read_from_a_bzimage_header(tmp_path):
+    # the x86 boot protocol: "HdrS" at 0x202, a pointer at 0x20E to the version string (relative to 0x200)
+    image = bytearray(0x1000)
+    image[0x202:0x206] = b"HdrS"
+    image[0x20E:0x210] = struct.pack("<H", 0x300)
+    image[0x500:0x500 + 40] = b"6.9.7-ccrig (someone@somewhere) #1 SMP\0".ljust(40, b"\0")
+    path = tmp_path / "bzImage"
+    path.write_bytes(bytes(image))
+    assert vm.image_release(path) == "6.9.7-ccrig"
+    (tmp_path / "not-a-kernel").write_bytes(b"\0" * 0x1000)
+    assert vm.image_release(tmp_path / "not-a-kernel") is None
+
+
+def test_unknown_kernel_names_the_field_and_what_is_accepted():
+    with pytest.raises(InputError, match=r"^kernel: got '0\.0\.0-none'; expected a kernel release"):
+        vm.find_kernel("0.0.0-none")
+
+
+def test_a_file_that_is_not_a_kernel_is_refused(tmp_path):
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"junk" * 200)
+    with pytest.raises(InputError, match="expected a bootable x86 kernel image"):
+        vm.find_kernel(str(junk))
+
+
+def test_vng_argv(tmp_path):
+    kernel = vm.Kernel(Path("/boot/vmlinuz-6.1.0-56-amd64"), "6.1.0-56-amd64")
+    argv = vm.vng_argv(kernel, "true", "tcg", cwd=Path("/work"), rwdirs=(tmp_path,), memory="1G", cpus=2)
+    assert argv[0] == "env" and argv[1].startswith("PATH=")
+    body = argv[2:]
+    assert body[0].endswith("vng")
+    joined = shlex.join(body)
+    for part in ("--run /boot/vmlinuz-6.1.0-56-amd64", "--user root", "--memory 1G", "--cpus 2", "--force-9p",
+                 "--cwd /work", "--disable-kvm", f"--rwdir {tmp_path}"):
+        assert part in joined
+    assert body[-2:] == ["--exec", "true"]
+    assert "--disable-kvm" not in vm.vng_argv(kernel, "true", "kvm")
+    with pytest.raises(InputError, match="accel: got 'hvf'"):
+        vm.vng_argv(kernel, "true", "hvf")
+    with pytest.raises(InputError, match="rwdir: got"):
+        vm.vng_argv(kernel, "true", "tcg", rwdirs=(tmp_path / "missing",))
+
+
+def test_guest_command_finds_this_environment():
+    line = vm.guest_command(["ccrig", "run", "a spec.yaml"], {"X": "1"})
+    words = shlex.split(line)
+    assert words[0] == "env"
+    assert f"PATH={vm.VENV_BIN}:{vm.GUEST_PATH}" in words
+    assert "X=1" in words and "PYTHONDONTWRITEBYTECODE=1" in words
+    assert words[-3:] == ["ccrig", "run", "a spec.yaml"]
+
+
+def test_forced_accel(monkeypatch):
+    monkeypatch.setenv("CCRIG_VM_ACCEL", "tcg")
+    assert vm.accel_mode(vm.Kernel(Path("/nonexistent"), "x")) == "tcg"
+    monkeypatch.setenv("CCRIG_VM_ACCEL", "fast")
+    with pytest.raises(InputError, match="CCRIG_VM_ACCEL: got 'fast'; expected kvm or tcg"):
+        vm.accel_mode()
+
+
+def test_vm_options():
+    assert vm.VmOptions().memory == vm.MEMORY
+    assert vm.VmOptions(kernel="6.1.0-56-amd64", memory="1536M", cpus=1).cpus == 1
+    with pytest.raises(ValidationError, match="memory"):
+        vm.VmOptions(memory="2GB")
+    with pytest.raises(ValidationError, match="cpus"):
+        vm.VmOptions(cpus=0)
+    with pytest.raises(ValidationError):
+        vm.VmOptions(kernal="typo")

@@ -1,0 +1,82 @@
+"""The `vm` testbed end to end, in one boot: a spec that needs netem (20 ms of RTT) and RED, which this
+machine's kernel lacks, runs as `ccrig run` on the netns testbed inside the guest; its run directory lands on
+the host with the guest kernel recorded, the RTT it measured reflects the configured delay, and its samples
+become queryable in a running host Prometheus by backfill."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+import yaml
+
+from experiments.backfill import LOG_NAME
+from experiments.prometheus_server import PrometheusServer, query
+from topologies import vm
+
+RTT = 0.020
+# RED's thresholds are small so the queue adds at most max / rate = 9000 B / 10 Mbit/s = 7.2 ms to the RTT
+SPEC = {
+    "name": "vm-red-delay",
+    "description": "vm testbed: one reno flow, 10 Mbit/s RED bottleneck, 20 ms RTT",
+    "testbed": "vm",
+    "topology": {"name": "dumbbell", "rtt": "20ms",
+                 "bottleneck": {"rate": "10mbit", "buffer": "100pkt",
+                                "qdisc": {"kind": "red", "min": 3000, "max": 9000}}},
+    "flows": [{"cc": "reno"}],
+    "duration": "10s",
+    "interval": "1s",
+    "warmup": 2,
+    "repetitions": 1,
+}
+
+
+@pytest.mark.vm
+@pytest.mark.timeout(1500)
+def test_spec_needing_netem_and_red_runs_in_the_guest(tmp_path, capsys):
+    """`testbed: auto` on this machine (no netem, no red) picks vm, says why, and runs it end to end."""
+    import subprocess
+    import sys
+    spec = tmp_path / "vm-red-delay.yaml"
+    spec.write_text(yaml.safe_dump({**SPEC, "testbed": "auto"}))
+    out = tmp_path / "runs"
+    prom = tmp_path / "prometheus"
+    argv = [sys.executable, "-c", "from experiments.cli import main; main()", "run", str(spec), "--out", str(out),
+            "--prometheus-dir", str(prom), "--no-progress"]
+    with capsys.disabled():
+        print("\n[vm] ccrig run with testbed auto", flush=True)
+        p = subprocess.run(argv, cwd=vm.REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=1400)
+        print(p.stdout[-3000:], flush=True)
+    server = PrometheusServer(prom)
+    try:
+        assert p.returncode == 0, p.stdout[-2000:]
+        assert "testbed auto: vm, because" in p.stdout and "netem" in p.stdout
+        runs = [d for d in out.iterdir() if d.is_dir()]
+        assert len(runs) == 1
+        run_dir = runs[0]
+        env = json.loads((run_dir / "env.json").read_text())
+        assert env["testbed"] == "vm"
+        kernel = vm.find_kernel(None)
+        assert env["kernel"]["release"] == kernel.release          # written inside the guest
+        assert env["vm"]["kernel"]["config_sha256"] == kernel.config_sha256()
+        assert env["vm"]["virtualisation"] in ("kvm", "tcg")
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["complete"] and summary["testbed"] == "vm"
+        rtt = summary["points"][0]["system"]["rtt_s"]["mean"]
+        # netem never delivers early; above, the queue adds up to 7.2 ms and an emulated CPU on a busy host more
+        assert rtt is not None and RTT <= rtt <= RTT + 0.0072 + 0.020, f"measured RTT {rtt} s for {RTT} s configured"
+        assert summary["points"][0]["system"]["goodput_bps"]["mean"] > 0
+        assert (run_dir / LOG_NAME).is_file(), "the guest's runner kept no sample log for the backfill"
+        url = server.url
+        assert url, "ccrig run left no Prometheus server running"
+        promql = f'count_over_time(ccrig_flow_goodput_bytes_per_second{{run="{run_dir.name}"}}[1h])'
+        deadline = time.monotonic() + 150   # the server loads new blocks once a minute
+        found = []
+        while time.monotonic() < deadline and not found:
+            found = query(url, promql)
+            time.sleep(2)
+        assert found and float(found[0]["value"][1]) == summary["intervals"], found
+    finally:
+        server.stop()

@@ -1,0 +1,58 @@
+"""The vm tier in one boot: a distribution kernel under virtme-ng runs `pytest tests/vm/guest` and this test
+passes only if every guest test ran and passed. A boot costs 20-30 s of both cores under TCG, so the guest
+tests share it; their output streams here as it comes, and a failure lists the guest's failures.
+
+CCRIG_GUEST_PYTEST_ARGS (e.g. "tests/vm/guest/test_kernel.py -k netem") narrows what the guest runs, for a
+developer working on one guest test; CI runs the whole folder.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from topologies import vm
+
+GUEST_TESTS = "tests/vm/guest"
+BOOT_TIMEOUT = 1500  # s: the whole guest session (boot, the guest tests under TCG, power-off)
+
+
+def guest_failures(junit_xml) -> tuple[int, list[str]]:
+    """How many guest tests ran, and one line per failed or errored one (its id and its message)."""
+    root = ET.parse(junit_xml).getroot()
+    ran, failed = 0, []
+    for case in root.iter("testcase"):
+        ran += 1
+        for bad in list(case.findall("failure")) + list(case.findall("error")):
+            name = f"{case.get('classname')}::{case.get('name')}"
+            message = (bad.get("message") or "").strip().splitlines()
+            failed.append(f"{name}: {message[0] if message else bad.tag}")
+    return ran, failed
+
+
+@pytest.mark.vm
+@pytest.mark.timeout(BOOT_TIMEOUT + 120)
+def test_guest_tier(tmp_path, capsys):
+    if os.geteuid() != 0:
+        pytest.skip("the vm tier needs root (the guest runs as root with the host's file system)")
+    kernel = vm.find_kernel()
+    mode = vm.accel_mode(kernel)
+    junit = tmp_path / "guest.xml"
+    selection = shlex.split(os.environ.get("CCRIG_GUEST_PYTEST_ARGS", "")) or [GUEST_TESTS]
+    argv = [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", f"--junitxml={junit}",
+            *selection]
+    with capsys.disabled():
+        print(f"\n[vm] booting {kernel.release} ({mode}) for: {shlex.join(argv[1:])}", flush=True)
+        # the guest gets two e1000e NICs on a private hub for the PAUSE tests (ethtool -A needs a real driver)
+        status = vm.run_in_guest(argv, kernel=kernel, accel=mode, timeout=BOOT_TIMEOUT, rwdirs=(tmp_path,),
+                                 qemu_opts=vm.E1000E_QEMU_OPTS,
+                                 output=lambda line: print(f"[guest] {line}", end="", flush=True))
+    assert junit.is_file(), f"the guest's pytest wrote no report (exit status {status}); its output is above"
+    ran, failed = guest_failures(junit)
+    assert ran > 0, f"the guest collected no tests from {selection} (exit status {status})"
+    if failed or status != 0:
+        pytest.fail(f"{len(failed)} of {ran} guest tests failed on {kernel.release} ({mode}), exit status {status}:"
+                    + "".join(f"\n  {line}" for line in failed), pytrace=False)
