@@ -1,6 +1,7 @@
 """The `ccrig` command line: the one entry point (DESIGN.md, "Command line")."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -38,6 +39,8 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
                                        "or the URL of a server already scraping ccrig"),
         prometheus_dir: Path = typer.Option(Path("results/prometheus"), help="the local Prometheus server's "
                                             "folder (config, storage, log)"),
+        inventory: Optional[Path] = typer.Option(None, help="the hosts testbed's Ansible inventory (mapping "
+                                                 "topology nodes to hosts; default $CCRIG_INVENTORY)"),
         kernel: Optional[str] = typer.Option(None, help="the vm testbed's guest kernel: a release such as "
                                              "6.1.0-56-amd64 or an image path (default: the newest installed)"),
         progress: bool = typer.Option(True, help="show a progress bar")):
@@ -48,6 +51,11 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
     from .runner import Interrupted, Options, Runner
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
+    if inventory is not None:
+        if not inventory.is_file():
+            raise InputError(f"--inventory: got {str(inventory)!r}; expected an Ansible inventory file "
+                             f"(see ansible/inventories/)")
+        os.environ["CCRIG_INVENTORY"] = str(inventory.resolve())
     raw, exp = specmod.load(spec, set_)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")

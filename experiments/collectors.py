@@ -22,6 +22,8 @@ class FlowSampler:
         # samples are kept in unix time; t0 (set once traffic starts) makes them relative on the way out
         self.node, self.keys, self.t0 = node, keys, t0
         self.ready = threading.Event()
+        # a remote host's clock runs apart from ours: its samples are moved onto our time line
+        self.offset = testbed.clock_offset(node) if hasattr(testbed, "clock_offset") else 0.0
         argv = [*testbed.python(node), str(SAMPLER), "--period", f"{period:g}"]
         for k in keys:
             argv += ["--match", k]
@@ -38,7 +40,7 @@ class FlowSampler:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            t = rec["t"]
+            t = rec["t"] - self.offset
             self.ready.set()
             with self.lock:
                 for k, fields in rec["s"].items():
@@ -82,6 +84,8 @@ class QdiscReader:
 
     def read(self) -> list[dict]:
         from qdiscs.stats import parse, parse_classes
+        if hasattr(self.testbed, "owned") and not self.testbed.owned(self.node):
+            return []  # a hardware switch's queue is not ours to read
         out = self.testbed.run(self.node, ["tc", "-s", "-j", "qdisc", "show", "dev", self.dev]).stdout
         rows = parse(out)
         if self.classes_under:

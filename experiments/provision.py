@@ -139,7 +139,7 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
         proc.wait(10)
         raise
     finally:
-        _close_control(control)
+        _close_control(control, commands)
     if log:
         log(argv, str(proc.returncode))
     if result.failures:
@@ -206,11 +206,10 @@ def _message(res: dict) -> str:
     return " ".join(msg.split()) or "failed"
 
 
-def _close_control(control: Path) -> None:
+def _close_control(control: Path, commands: Commands) -> None:
     """Ends the SSH masters Ansible left to persist, so nothing of the run lingers."""
     for sock in control.glob("*"):
-        subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "ccrig"], capture_output=True,
-                       timeout=10)
+        commands.ok(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "ccrig"], timeout=10)
     shutil.rmtree(control, ignore_errors=True)
 
 

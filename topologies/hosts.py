@@ -47,6 +47,8 @@ from .topology import Interface, Topology
 
 PROJECT = Path(__file__).resolve().parent.parent
 SWITCH_SUBNET = "198.18.255"
+INVENTORY_ENV = "CCRIG_INVENTORY"  # the inventory a `testbed: hosts` run uses when none is passed
+EXPERIMENT_GROUPS = ("senders", "receivers", "routers")  # the inventory groups whose hosts play nodes
 BOTTLENECK_MODES = ("router", "switch")
 # tools the testbed itself runs on every host (the workloads and collectors add iperf3 and python3)
 HOST_TOOLS = ("ip", "tc", "ethtool", "sysctl", "iperf3", "python3", "ss")
@@ -58,6 +60,17 @@ HOST_TOOLS = ("ip", "tc", "ethtool", "sysctl", "iperf3", "python3", "ss")
 POPEN_WRAPPER = ('pf="$1"; shift; exec 3<&0; "$@" </dev/null 3<&- & c=$!; echo $c >"$pf"; '
                  '(cat <&3 >/dev/null; kill -TERM $c) >/dev/null 2>&1 & '
                  'exec 3<&-; wait $c; s=$?; rm -f "$pf"; exit $s')
+
+
+# answers each line read with the host's time, for the clock offset
+CLOCK_ECHO = "import sys, time\nfor _ in sys.stdin: print(repr(time.time()), flush=True)"
+
+
+def _log(commands: Commands, argv: list[str]) -> None:
+    """Logs a background command started here rather than by Commands.popen (which has no stdin pipe)."""
+    log = getattr(commands, "_log", None)
+    if log:
+        log(argv, "&")
 
 
 # --- the inventory -------------------------------------------------------------------------------------
@@ -76,6 +89,7 @@ class InventoryHost:
     interface: str | None = None
     groups: list[str] = field(default_factory=list)
     vars: dict = field(default_factory=dict)
+    local: bool = False  # ansible_connection: local (the controller itself), not reached over SSH
 
     @property
     def where(self) -> str:
@@ -105,13 +119,15 @@ class Inventory:
         groups = _groups(data)
         hosts = {}
         for name, v in hostvars.items():
-            if v.get("ansible_connection") == "local":
-                continue  # the controller itself (Prometheus server) is no experiment host
             hosts[name] = _host(name, v, [g for g, members in groups.items() if name in members], path)
         return cls(path, hosts, groups)
 
+    def experiment_hosts(self) -> list[InventoryHost]:
+        """The hosts that play topology nodes: those in the senders, receivers and routers groups."""
+        return [h for h in self.hosts.values() if set(h.groups) & set(EXPERIMENT_GROUPS)]
+
     def bottleneck_mode(self) -> str:
-        modes = {h.vars.get("ccrig_bottleneck", "router") for h in self.hosts.values()}
+        modes = {h.vars.get("ccrig_bottleneck", "router") for h in self.experiment_hosts()}
         bad = modes - set(BOTTLENECK_MODES)
         if bad or len(modes) > 1:
             raise InputError(f"{self.path}: ccrig_bottleneck: got {sorted(modes)}; expected one of "
@@ -119,11 +135,11 @@ class Inventory:
         return modes.pop() if modes else "router"
 
     def host_for(self, node: str) -> InventoryHost | None:
-        for h in self.hosts.values():
+        for h in self.experiment_hosts():
             if h.node == node:
                 return h
         h = self.hosts.get(node)
-        return h if h is not None and h.node in (None, node) else None
+        return h if h is not None and h in self.experiment_hosts() and h.node in (None, node) else None
 
 
 def ansible_tool(name: str) -> str:
@@ -165,12 +181,13 @@ def _host(name: str, v: dict, groups: list[str], path: Path) -> InventoryHost:
         raise field_err("ansible_port", v.get("ansible_port"), "a TCP port number") from None
     user = str(v.get("ansible_user", v.get("ansible_ssh_user", os.environ.get("USER", "root"))))
     key = v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file")
-    args = shlex.split(str(v.get("ansible_ssh_common_args", ""))) + shlex.split(str(v.get("ansible_ssh_extra_args", "")))
+    args = [*shlex.split(str(v.get("ansible_ssh_common_args", ""))),
+            *shlex.split(str(v.get("ansible_ssh_extra_args", "")))]
     become = user != "root" or bool(v.get("ansible_become", False))
     return InventoryHost(name=name, address=str(v.get("ansible_host", name)), port=port, user=user,
                          key=str(key) if key else None, ssh_args=args, become=become,
                          node=v.get("ccrig_node"), interfaces=dict(ifs), interface=v.get("ccrig_interface"),
-                         groups=groups, vars=v)
+                         groups=groups, vars=v, local=v.get("ansible_connection") == "local")
 
 
 # --- one SSH connection per host -----------------------------------------------------------------------
@@ -183,6 +200,7 @@ class SshHost:
         self.commands = commands
         self.control = control_dir / f"{host.name}.sock"
         self.master: subprocess.Popen | None = None
+        self.keep: list[int] = []  # write ends of the background commands' stdin
 
     def ssh_argv(self) -> list[str]:
         h = self.host
@@ -215,14 +233,13 @@ class SshHost:
         return "no SSH connection within 15 s"
 
     def _check(self) -> bool:
-        return subprocess.run(["ssh", "-o", f"ControlPath={self.control}", "-O", "check", self.host.address],
-                              capture_output=True).returncode == 0
+        return self.commands.ok(["ssh", "-o", f"ControlPath={self.control}", "-O", "check", self.host.address],
+                                timeout=10)
 
     def close(self) -> None:
         if self.master is None:
             return
-        subprocess.run(["ssh", "-o", f"ControlPath={self.control}", "-O", "exit", self.host.address],
-                       capture_output=True, timeout=10)
+        self.commands.ok(["ssh", "-o", f"ControlPath={self.control}", "-O", "exit", self.host.address], timeout=10)
         try:
             self.master.wait(5)
         except subprocess.TimeoutExpired:
@@ -243,11 +260,28 @@ class SshHost:
 
     def popen(self, argv: list[str], pidfile: str, stdout, stderr) -> subprocess.Popen:
         full = self.remote(["sh", "-c", POPEN_WRAPPER, "ccrig", pidfile, *argv])
-        # stdin is a pipe we keep open: its EOF on the host is the signal that we are gone (see POPEN_WRAPPER)
-        log = getattr(self.commands, "_log", None)
-        if log:
-            log(full, "&")
-        return subprocess.Popen(full, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, start_new_session=True)
+        # ssh's stdin is a pipe whose write end only we hold (not the Popen's, so communicate() cannot close
+        # it): EOF on the host then means our ssh or this process is gone, or close_stdin() said stop.
+        r, w = os.pipe()
+        _log(self.commands, full)
+        try:
+            p = subprocess.Popen(full, stdin=r, stdout=stdout, stderr=stderr, start_new_session=True)
+        except BaseException:
+            os.close(w)
+            raise
+        finally:
+            os.close(r)
+        self.keep.append(w)
+        return p
+
+    def close_stdin(self) -> None:
+        """Ends every background command still running through this connection (see POPEN_WRAPPER)."""
+        for w in self.keep:
+            try:
+                os.close(w)
+            except OSError:
+                pass
+        self.keep.clear()
 
 
 # --- checks shared with `ccrig provision` --------------------------------------------------------------
@@ -310,9 +344,14 @@ class _Port:
 class HostsTestbed(Testbed):
     name = "hosts"
 
-    def __init__(self, topology: Topology, commands: Commands, prefix: str, inventory: Path,
+    def __init__(self, topology: Topology, commands: Commands, prefix: str, inventory: Path | None = None,
                  bottleneck: str | None = None):
         super().__init__(topology, commands, prefix)
+        if inventory is None:
+            inventory = os.environ.get(INVENTORY_ENV)
+            if not inventory:
+                raise InputError(f"testbed: got 'hosts' with no inventory; expected an Ansible inventory "
+                                 f"(set {INVENTORY_ENV}=PATH, e.g. ansible/inventories/lab.example.yml)")
         self.inventory_path = Path(inventory)
         self._inventory: Inventory | None = None
         self._bottleneck = bottleneck
@@ -372,6 +411,10 @@ class HostsTestbed(Testbed):
                 problems.append(f"node {n.name}: no inventory host plays it; add one with ccrig_node: {n.name} "
                                 f"to {inv.path}")
                 continue
+            if h.local:
+                problems.append(f"host {h.name} plays node {n.name} but has ansible_connection local; the hosts "
+                                f"testbed reaches every node over SSH (use the netns testbed on this machine)")
+                continue
             self.hosts[n.name] = h
             ports = []
             for x in ifs[n.name]:
@@ -420,7 +463,8 @@ class HostsTestbed(Testbed):
             self._each(self._prepare_host)
             for node, ports in self.ports.items():
                 for p in ports:
-                    self.run(node, ["ip", "addr", "add", f"{p.address}/{p.prefix}", "dev", p.dev])
+                    # replace: an address left by a run that died is taken over, not an error
+                    self.run(node, ["ip", "addr", "replace", f"{p.address}/{p.prefix}", "dev", p.dev])
             if self.bottleneck_mode == "router":
                 for node, routes in self.topology.routes().items():
                     for subnet, via in routes:
@@ -443,15 +487,29 @@ class HostsTestbed(Testbed):
                 pass
 
     def _measure_clocks(self) -> None:
-        """Each host's clock minus ours, from the best of a few round trips (NTP's offset estimate)."""
+        """Each host's clock minus ours, NTP-style: over one open session (so no session set-up sits inside
+        the round trip) ask the host's time a few times; the sample with the shortest round trip wins and its
+        error is at most half that round trip."""
         def measure(node: str) -> None:
+            argv = self.conns[node].remote(["python3", "-u", "-c", CLOCK_ECHO], root=False)
+            _log(self.commands, argv)
+            p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, start_new_session=True)
             best = None
-            for _ in range(3):
-                t0 = time.time()
-                out = self.run(node, ["date", "+%s.%N"], timeout=10).stdout
-                t1 = time.time()
-                if best is None or t1 - t0 < best[1]:
-                    best = (float(out.strip()) - (t0 + t1) / 2, t1 - t0)
+            try:
+                for _ in range(8):
+                    t0 = time.time()
+                    p.stdin.write("\n")
+                    p.stdin.flush()
+                    line = p.stdout.readline()
+                    t1 = time.time()
+                    if not line:
+                        raise RunError(f"{self.hosts[node].where}: no clock reading: {p.stderr.read().strip()}")
+                    if best is None or t1 - t0 < best[1]:
+                        best = (float(line) - (t0 + t1) / 2, t1 - t0)
+            finally:
+                p.stdin.close()
+                p.wait(10)
             self.clock[node] = {"offset_s": best[0], "uncertainty_s": best[1] / 2}
             self.kernels[node] = self.run(node, ["uname", "-r"], timeout=10).stdout.strip()
         self._each(measure)
@@ -602,6 +660,7 @@ class HostsTestbed(Testbed):
                 conn.run(argv, check=False, timeout=20)
             except RunError:
                 pass
+        conn.close_stdin()
         pidfiles = self._procs.get(node, [])
         if pidfiles:
             # the wrappers end their commands when our ssh goes; these are the ones that outlived it

@@ -10,6 +10,11 @@ Every host is a network namespace `<prefix>-<host>` with
 A "switch" is a namespace with a Linux bridge and no sshd: it stands for a hardware switch that is not ours
 to configure (the bed may shape its ports, as a lab admin would configure a switch out of band).
 
+Hosts log in as a generated operator user (shell /bin/sh, NOPASSWD sudo through /etc/sudoers.d/<prefix>), as
+on a lab where ccrig's user needs sudo; `Host(user="root")` logs in as root instead, and add_user() makes a user
+without sudo. (Root's own login shell here is bash with a slow ~/.bashrc, which sshd makes bash read for every
+command; the operator's /bin/sh measures ccrig's per-command cost, not the machine's shell start-up.)
+
 The bed writes an Ansible inventory (YAML) pointing at the hosts, with a known_hosts file holding their
 generated host keys (StrictHostKeyChecking stays on). `down()` kills every sshd and process in the
 namespaces, deletes them and the bridge, and removes any user it made; it never raises.
@@ -19,6 +24,7 @@ someone else's. Traffic stays on this machine: 198.19.x.0/24 management addresse
 """
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -35,8 +41,12 @@ SSHD = "/usr/sbin/sshd"  # sshd re-executes itself, so it must be started by abs
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 
-def test_prefix() -> str:
-    return os.environ.get("CCRIG_TEST_PREFIX", "ccrig") + str(os.getpid() % 100000)
+_beds = itertools.count()
+
+
+def bed_prefix() -> str:
+    """A prefix unique to this process and bed (interface names stay within 15 characters)."""
+    return os.environ.get("CCRIG_TEST_PREFIX", "ccrig") + f"{os.getpid() % 100000}{chr(97 + next(_beds) % 26)}"
 
 
 @dataclass
@@ -45,7 +55,7 @@ class Host:
     groups: list[str]
     node: str | None = None                         # the topology node it plays (ccrig_node)
     interfaces: dict[str, str] = field(default_factory=dict)  # peer node -> interface (ccrig_interfaces)
-    user: str = "root"
+    user: str = "op"                                # "op": the bed's sudo operator; "root"; or a user
     extra: dict = field(default_factory=dict)       # more inventory variables
     address: str = ""                               # management address, set by up()
 
@@ -54,14 +64,15 @@ class SshHosts:
     """hosts: the SSH hosts; cables: (host_a, dev_a, host_b, dev_b) veth pairs; switches: namespaces with a
     bridge that cables may end on (their dev is the bridge port's name)."""
 
-    def __init__(self, workdir: Path, hosts: list[Host], cables: list[tuple[str, str, str, str]] = (),
+    def __init__(self, hosts: list[Host], cables: list[tuple[str, str, str, str]] = (),
                  switches: list[str] = (), prefix: str | None = None, commands: Commands | None = None):
-        self.dir = Path(workdir)
+        self.prefix = prefix or bed_prefix()
+        # not under pytest's 0700 tmp_path: sshd reads a user's authorized keys with that user's rights
+        self.dir = Path(f"/tmp/{self.prefix}-bed")
         self.hosts = {h.name: h for h in hosts}
         self.cables = list(cables)
         self.switches = list(switches)
-        self.prefix = prefix or test_prefix()
-        self.c = commands or Commands(self.dir / "bed-commands.log")
+        self.c = commands or Commands()
         self.bridge = f"{self.prefix}mg"
         self.subnet = ""
         self.key = self.dir / "id_ed25519"
@@ -69,6 +80,8 @@ class SshHosts:
         self.inventory = self.dir / "inventory.yml"
         self.sshd: dict[str, subprocess.Popen] = {}
         self.users: list[str] = []
+        self.operator = self.user_name("op")
+        self.sudoers = Path(f"/etc/sudoers.d/{self.prefix}")
         self.controller_vars: dict = {}
 
     # --- names ---------------------------------------------------------------------------------------
@@ -90,7 +103,9 @@ class SshHosts:
 
     def _up(self) -> None:
         c = self.c
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        self.dir.chmod(0o755)
+        self._add_operator()
         self.subnet = self._free_subnet()
         c.run(["ip", "link", "add", self.bridge, "type", "bridge"])
         c.run(["ip", "addr", "add", f"{self.subnet}.254/24", "dev", self.bridge])
@@ -183,17 +198,29 @@ class SshHosts:
                 time.sleep(0.1)
 
     def add_user(self, suffix: str) -> str:
-        """A login user with the bed's key and no sudo rights (password '*': no password, not locked)."""
+        """A login user with the bed's key and no sudo rights (password '*': no password, yet not locked)."""
         name = self.user_name(suffix)
-        self.c.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "--password", "*", name])
+        home = self.dir / "home" / name
+        home.parent.mkdir(mode=0o755, exist_ok=True)
+        self.c.run(["useradd", "--home-dir", str(home), "--create-home", "--shell", "/bin/sh", "--password", "*",
+                    name])
         self.users.append(name)
         return name
+
+    def _add_operator(self) -> None:
+        self.add_user("op")
+        rule = f"{self.operator} ALL=(ALL) NOPASSWD: ALL\n"
+        staged = self.dir / "sudoers"
+        staged.write_text(rule)
+        self.c.run(["visudo", "-c", "-q", "-f", str(staged)])  # a broken sudoers file would break sudo
+        self.sudoers.write_text(rule)
+        self.sudoers.chmod(0o440)
 
     # --- inventory -----------------------------------------------------------------------------------
     def host_vars(self, h: Host) -> dict:
         v = {
             "ansible_host": h.address,
-            "ansible_user": h.user,
+            "ansible_user": self.operator if h.user == "op" else h.user,
             "ansible_ssh_private_key_file": str(self.key),
             "ansible_ssh_common_args": f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes "
                                        f"-o IdentitiesOnly=yes -o ConnectTimeout=5",
@@ -238,9 +265,11 @@ class SshHosts:
             except subprocess.TimeoutExpired:
                 p.kill()
         self.c.ok(["ip", "link", "del", self.bridge])
+        self.sudoers.unlink(missing_ok=True)
         for u in self.users:
-            self.c.ok(["userdel", u])
+            self.c.ok(["userdel", "--remove", u])
         self.users.clear()
+        self.c.ok(["rm", "-rf", "--one-file-system", str(self.dir)])
 
     def __enter__(self):
         return self.up()
@@ -249,7 +278,7 @@ class SshHosts:
         self.down()
 
 
-def dumbbell_bed(workdir: Path, pairs: int = 2, prefix: str | None = None) -> SshHosts:
+def dumbbell_bed(pairs: int = 2, prefix: str | None = None) -> SshHosts:
     """The dumbbell's hosts cabled like a lab: senders -> router host r1 -> router host r2 -> receivers.
     Interfaces are named lab0, lab1, ... (not the topology's eth0 ...), so the inventory's mapping is used."""
     hosts = [Host("r1", ["routers"], node="r1", interfaces={"r2": "lab0"}),
@@ -262,14 +291,14 @@ def dumbbell_bed(workdir: Path, pairs: int = 2, prefix: str | None = None) -> Ss
         hosts[1].interfaces[f"d{i}"] = f"lab{i}"
         cables.append((f"s{i}", "lab0", "r1", f"lab{i}"))
         cables.append(("r2", f"lab{i}", f"d{i}", "lab0"))
-    return SshHosts(workdir, hosts, cables, prefix=prefix)
+    return SshHosts(hosts, cables, prefix=prefix)
 
 
-def switch_bed(workdir: Path, pairs: int = 1, prefix: str | None = None) -> SshHosts:
+def switch_bed(pairs: int = 1, prefix: str | None = None) -> SshHosts:
     """Senders and receivers on one (emulated hardware) switch `sw`; the topology's routers are the switch."""
     hosts, cables = [], []
     for i in range(1, pairs + 1):
         for role, name in (("senders", f"s{i}"), ("receivers", f"d{i}")):
             hosts.append(Host(name, [role], node=name, extra={"ccrig_interface": "lab0"}))
             cables.append((name, "lab0", "sw", f"p{name}"))
-    return SshHosts(workdir, hosts, cables, switches=["sw"], prefix=prefix)
+    return SshHosts(hosts, cables, switches=["sw"], prefix=prefix)
