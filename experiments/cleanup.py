@@ -1,7 +1,6 @@
 """`ccrig clean`: removes what a killed run may have left, found by ccrig's name prefix."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import time
 import urllib.parse
 import urllib.request

@@ -157,7 +157,6 @@ def _strip_tags(loc: tuple) -> tuple:
 
 def _allowed(model, loc) -> list[str]:
     """The field names accepted where loc (pydantic's raw location, union tags included) points."""
-    import typing
     cur = [model]
     for part in loc[:-1]:
         if isinstance(part, int):

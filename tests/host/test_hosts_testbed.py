@@ -224,7 +224,6 @@ def test_default_dumbbell_on_hosts_matches_netns(tmp_path, monkeypatch, promethe
     run to run (per-flow std ~ mean over 10 s, on netns alone), so there the system's goodput must agree within
     10 %. With each flow held to its own 2 Mbit/s access link the shares are steady, and there every flow's
     goodput must agree within 10 %. The hosts runs have the whole archive and their series in Prometheus."""
-    import experiments.runner as runner_mod
     from experiments.spec import load_raw
     raw = load_raw(Path(__file__).resolve().parents[2] / "experiments" / "specs" / "default.yaml")
     raw["duration"] = "10s"  # short runs on a shared machine; the comparison needs steady rates, not 30 s
@@ -233,15 +232,6 @@ def test_default_dumbbell_on_hosts_matches_netns(tmp_path, monkeypatch, promethe
     runs = {}
     with dumbbell_bed(pairs=n) as bed:
         monkeypatch.setenv("CCRIG_INVENTORY", str(bed.inventory))
-        make = runner_mod.make_testbed
-        try:
-            make("hosts", topology(), Commands(), "probe")
-        except (InputError, AttributeError, TypeError):
-            # the runner does not build `hosts` testbeds yet: build them here exactly as it will
-            def make_hosts(name, topo, commands, prefix, exp=None):
-                return HostsTestbed(topo, commands, prefix) if name == "hosts" else make(name, topo, commands,
-                                                                                          prefix, exp)
-            monkeypatch.setattr(runner_mod, "make_testbed", make_hosts)
         for label, spec in (("default", raw), ("steady", steady)):
             for testbed in ("netns", "hosts"):
                 runs[label, testbed] = run_spec(tmp_path, {**spec, "testbed": testbed}, f"{label}-{testbed}",
