@@ -11,6 +11,7 @@ import shutil
 from dataclasses import dataclass
 
 from .commands import Commands
+from .errors import InputError
 from .spec import Point
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "iperf3": "iperf3", "ethtool": "ethtool"}
@@ -46,6 +47,18 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
                 if eg.needs_netem:
                     what = "added delay" if eg.delay > 0 else "random loss"
                     kinds.setdefault("netem", f"{what} on the {a}->{b} link")
+    # every link's tc argv is rendered now, so a discipline whose parameters do not fit its link (a RED
+    # threshold beyond the buffer) is refused before anything is set up
+    from topologies.links import egress_argv
+    for p in points:
+        topo = p.experiment.topology.build(p.experiment.n_flows)
+        sources = [topo.address(s) for s, _ in topo.pairs] or None
+        for lst in topo.interfaces().values():
+            for x in lst:
+                try:
+                    egress_argv(x.name, x.egress, topo.mtu, max(1, len(topo.pairs)), sources)
+                except ValueError as e:
+                    raise InputError(f"topology ({x.node}->{x.peer} link): {e}") from None
     if kinds and os.geteuid() == 0 and shutil.which("tc"):
         from qdiscs import probe
         have = probe.available(commands, prefix)
@@ -56,6 +69,8 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     ccs = [f.cc for p in points for f in p.experiment.flows]
     problems = CcManager(commands, prefix, points[0].experiment.cc_form).preflight(ccs)
     out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
+    from .pause_run import needs as pause_needs
+    out += pause_needs(points, commands, prefix)
     # one line per distinct need
     seen, unique = set(), []
     for n in out:

@@ -6,6 +6,7 @@ as sfq does; pacing only applies to locally generated traffic.
 """
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 from pydantic import field_validator
@@ -19,7 +20,7 @@ class Fq(Qdisc):
     kind: Literal["fq"] = "fq"
     module: ClassVar[str] = "sch_fq"
     limit: int | None = None          # packets in all flows (default: the link's buffer)
-    flow_limit: int | None = None     # packets per flow (kernel default 100)
+    flow_limit: int | None = None     # packets per flow (default: the limit shared out among the flows)
     quantum: int | str | None = None  # bytes a flow may send per round (kernel default 2 MTU)
     initial_quantum: int | str | None = None
     buckets: int | None = None        # hash table size (power of two)
@@ -44,9 +45,15 @@ class Fq(Qdisc):
             raise ValueError(f"got {v!r}; expected a power of two such as 1024")
         return v
 
-    def qdisc_args(self, buffer, rate_bps, mtu):
-        args = ["fq", "limit", str(packet_limit(self.limit, buffer, mtu))]
-        for name in ("flow_limit", "quantum", "initial_quantum", "buckets"):
+    def qdisc_args(self, buffer, rate_bps, mtu, flows: int = 1):
+        limit = packet_limit(self.limit, buffer, mtu)
+        args = ["fq", "limit", str(limit)]
+        # fq drops any arrival once `limit` packets are queued, whoever holds them, so a flow allowed as many
+        # packets as the whole limit (the kernel's flow_limit 100 against a 100-packet buffer) can fill it and
+        # starve the others: give each flow its share of the buffer, as the studies' FQ does
+        flow_limit = self.flow_limit if self.flow_limit is not None else max(1, math.ceil(limit / max(1, flows)))
+        args += ["flow_limit", str(flow_limit)]
+        for name in ("quantum", "initial_quantum", "buckets"):
             if getattr(self, name) is not None:
                 args += [name, str(getattr(self, name))]
         if self.maxrate is not None:
@@ -55,6 +62,10 @@ class Fq(Qdisc):
             args += ["ce_threshold", tc_time(self.ce_threshold)]
         args.append("pacing" if self.pacing else "nopacing")
         return args
+
+    def setup_argv(self, dev, parent, handle, buffer, rate_bps, mtu, flows, flow_sources=None):
+        return [["tc", "qdisc", "add", "dev", dev, "parent", parent, "handle", handle,
+                 *self.qdisc_args(buffer, rate_bps, mtu, flows)]]
 
 
 class Sfq(Qdisc):

@@ -1,0 +1,105 @@
+"""The capability probe against the running kernel, checked by two independent witnesses: the kernel's own
+build configuration, and a bare `tc qdisc add` of each kind; and preflight refusing a missing discipline."""
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.commands import Commands
+from qdiscs import probe
+
+pytestmark = pytest.mark.host
+
+PREFIX = os.environ.get("CCRIG_TEST_PREFIX", "ccrig-t")
+RELEASE = os.uname().release
+ROOT = Path(__file__).resolve().parents[2]
+
+# the Kconfig symbol that builds each discipline (pfifo/bfifo come with the scheduler itself)
+CONFIG = {"pfifo": "NET_SCHED", "bfifo": "NET_SCHED", "red": "NET_SCH_RED", "fq": "NET_SCH_FQ",
+          "sfq": "NET_SCH_SFQ", "drr": "NET_SCH_DRR", "fq_codel": "NET_SCH_FQ_CODEL", "codel": "NET_SCH_CODEL",
+          "pie": "NET_SCH_PIE", "htb": "NET_SCH_HTB", "tbf": "NET_SCH_TBF", "netem": "NET_SCH_NETEM"}
+
+
+@pytest.fixture(scope="module")
+def found():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a scratch network namespace)")
+    return probe.available(Commands(), f"{PREFIX}{os.getpid()}")
+
+
+def kernel_config() -> dict[str, str] | None:
+    for path in (Path("/proc/config.gz"), Path(f"/boot/config-{RELEASE}")):
+        if path.exists():
+            text = gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
+            return dict(line.split("=", 1) for line in text.splitlines() if line.startswith("CONFIG_"))
+    return None
+
+
+def module_file(name: str) -> bool:
+    return any(Path(f"/lib/modules/{RELEASE}").rglob(f"{name}.ko*"))
+
+
+def test_probe_agrees_with_the_kernel_config(found):
+    config = kernel_config()
+    if config is None:
+        pytest.skip(f"no /proc/config.gz or /boot/config-{RELEASE} to compare with")
+    expected = set()
+    for kind, symbol in CONFIG.items():
+        value = config.get(f"CONFIG_{symbol}")
+        if value == "y" or (value == "m" and probe.modules_supported() and module_file(probe.module_of(kind))):
+            expected.add(kind)
+    assert found == expected
+
+
+def test_probe_agrees_with_bare_tc(found):
+    """A second witness: `tc qdisc add ... KIND` with tc's own defaults (or the least it accepts)."""
+    minimal = {"red": ["red", "limit", "60000", "avpkt", "1000", "burst", "20"],
+               "tbf": ["tbf", "rate", "1mbit", "burst", "10kb", "limit", "10kb"]}
+    c = Commands()
+    ns = f"{PREFIX}{os.getpid()}-bare"
+    c.run(["ip", "netns", "add", ns])
+    try:
+        for kind in CONFIG:
+            if probe.modules_supported():
+                c.ok(["modprobe", "-q", probe.module_of(kind)])
+            proc = c.run(["tc", "qdisc", "add", "dev", "lo", "root", *minimal.get(kind, [kind])], ns=ns, check=False)
+            assert (proc.returncode == 0) == (kind in found), (kind, proc.stderr)
+            c.ok(["tc", "qdisc", "del", "dev", "lo", "root"], ns=ns)
+    finally:
+        c.ok(["ip", "netns", "del", ns])
+
+
+def test_probe_leaves_nothing_and_caches(found):
+    assert not any(n.startswith(f"{PREFIX}{os.getpid()}") for n in os.listdir("/run/netns"))
+    log = Path(f"/tmp/{PREFIX}{os.getpid()}-probe.log")
+    c = Commands(log)
+    try:
+        assert probe.available(c, f"{PREFIX}{os.getpid()}") == found
+        assert not log.exists() or log.read_text() == ""  # answered from the per-release cache
+    finally:
+        log.unlink(missing_ok=True)
+    assert {"pfifo", "bfifo", "htb"} <= found
+
+
+def test_spec_with_a_missing_discipline_fails_in_preflight(found, tmp_path):
+    missing = sorted(set(probe.probes()) - found - {"htb", "tbf", "netem"})
+    if not missing:
+        pytest.skip(f"kernel {RELEASE} has every discipline")
+    kind = "fq" if "fq" in missing else missing[0]
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"name: needs-{kind}\ntopology: {{name: dumbbell, bottleneck: {{rate: 10mbit, buffer: 50pkt, "
+                    f"qdisc: {kind}}}}}\nflows: [{{count: 1}}]\nduration: 3s\n")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "ccrig"), "preflight", str(spec)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out + err
+    err = " ".join(err.split())
+    assert f"queue discipline '{kind}' is not available in kernel {RELEASE}" in err
+    assert "testbed: vm" in err and ("modprobe sch_" in err or "cannot load modules" in err)
+    # nothing was set up, and the probe's scratch namespace is gone (ccrig names them ccrig-<pid>...)
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"ccrig-{proc.pid}")]
