@@ -79,8 +79,9 @@ def serve(port: int, bind: str = "0.0.0.0", ready=None) -> None:
 # --- sender -----------------------------------------------------------------------------------------------
 
 def _flow(index: int, to: str, port: int, size: int, idle: float, until: float, grace: float, cc: str | None,
-          out: list[Transfer], lock: threading.Lock) -> None:
-    sock = socket.create_connection((to, port), timeout=max(grace, 1.0))
+          out: list[Transfer], lock: threading.Lock, cport: int = 0) -> None:
+    # a pinned client port lets the runner's TCP_INFO sampler find the socket by (local, remote) port
+    sock = socket.create_connection((to, port), timeout=max(grace, 1.0), source_address=("", cport))
     if cc:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
     payload = bytes(min(size, CHUNK))
@@ -113,14 +114,16 @@ def _flow(index: int, to: str, port: int, size: int, idle: float, until: float, 
 
 
 def send(to: str, port: int, flows: int, size: int, idle: float, duration: float, cc: str | None = None,
-         grace: float = 10.0, first_flow: int = 0) -> list[Transfer]:
+         grace: float = 10.0, first_flow: int = 0, cport: int = 0) -> list[Transfer]:
     """Runs `flows` flows for `duration` seconds (no transfer starts after it; one under way gets `grace`
-    more seconds) and returns every transfer, complete or not."""
+    more seconds) and returns every transfer, complete or not. cport: flow j's client port is cport + j
+    (0: the kernel picks)."""
     out: list[Transfer] = []
     lock = threading.Lock()
     until = time.monotonic() + duration
     threads = [threading.Thread(target=_flow, args=(first_flow + i, to, port, size, idle, until, grace, cc,
-                                                    out, lock), daemon=True) for i in range(flows)]
+                                                    out, lock, cport + i if cport else 0), daemon=True)
+               for i in range(flows)]
     for t in threads:
         t.start()
     for t in threads:
@@ -129,12 +132,20 @@ def send(to: str, port: int, flows: int, size: int, idle: float, duration: float
 
 
 def write_csv(path: Path, transfers: list[Transfer]) -> None:
+    if str(path) == "-":
+        _write_rows(sys.stdout, transfers)
+        sys.stdout.flush()
+        return
     with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(FIELDS)
-        for t in transfers:
-            w.writerow([t.flow, t.transfer, f"{t.t_start:.6f}", "" if t.t_end is None else f"{t.t_end:.6f}",
-                        "" if t.completion_s is None else f"{t.completion_s:.6f}", t.bytes])
+        _write_rows(f, transfers)
+
+
+def _write_rows(f, transfers: list[Transfer]) -> None:
+    w = csv.writer(f)
+    w.writerow(FIELDS)
+    for t in transfers:
+        w.writerow([t.flow, t.transfer, f"{t.t_start:.6f}", "" if t.t_end is None else f"{t.t_end:.6f}",
+                    "" if t.completion_s is None else f"{t.completion_s:.6f}", t.bytes])
 
 
 def read_csv(path: Path) -> list[Transfer]:
@@ -176,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--duration", type=lambda v: _quantity(v, _TIME, "time"), required=True)
     c.add_argument("--grace", type=lambda v: _quantity(v, _TIME, "time"), default=10.0)
     c.add_argument("--cc", default=None)
-    c.add_argument("--out", type=Path, required=True)
+    c.add_argument("--cport", type=int, default=0, help="client port of the first flow (the next get +1, ...)")
+    c.add_argument("--out", type=Path, required=True, help="the transfers' CSV; - for standard output")
     a = ap.parse_args(argv)
     if a.cmd == "serve":
         try:
@@ -187,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.flows < 1 or a.size < 1:
         ap.error("--flows and --size must be at least 1")
     try:
-        transfers = send(a.to, a.port, a.flows, a.size, a.idle, a.duration, a.cc, a.grace, a.first_flow)
+        transfers = send(a.to, a.port, a.flows, a.size, a.idle, a.duration, a.cc, a.grace, a.first_flow,
+                         a.cport)
     except OSError as e:
         print(f"filexfer: {a.to}:{a.port}: {e}", file=sys.stderr)
         return 1

@@ -31,8 +31,10 @@ from .commands import Commands
 from .errors import InputError, RunError
 from .exporter import SERIES, Exporter, Sample, qdisc_samples, series_sample
 from .preflight import needs
+from .backfill import LOG_NAME, SampleLog
 from .prometheus_server import PrometheusServer
-from .workloads import BulkFlow, Traffic
+from . import pause_run
+from .workloads import BulkFlow, Traffic, make_flow, transfers
 
 METRICS = ["goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s"]
 TRACE_PERIOD = 0.02   # seconds: congestion events are shorter than an interval
@@ -57,7 +59,11 @@ def make_testbed(name: str, topology, commands: Commands, prefix: str, exp=None)
         except ImportError as e:
             raise InputError(f"testbed: got 'mininet', which is not available here: {e}") from None
         return MininetTestbed(topology, commands, prefix, exp)
-    raise InputError(f"testbed: got {name!r}; expected netns or mininet (hosts and vm are being built)")
+    if name == "hosts":
+        from topologies.hosts import HostsTestbed
+        # the inventory maps topology nodes to hosts: --inventory or $CCRIG_INVENTORY
+        return HostsTestbed(topology, commands, prefix)
+    raise InputError(f"testbed: got {name!r}; expected netns, mininet, hosts, vm or auto")
 
 
 @dataclass
@@ -87,6 +93,7 @@ class Runner:
         self.testbed: Testbed | None = None
         self.traffic: Traffic | None = None
         self.samplers: list[FlowSampler] = []
+        self.pause: pause_run.PauseRun | None = None
 
     # --- the whole run ----------------------------------------------------------------------------------
     def preflight(self) -> None:
@@ -113,7 +120,7 @@ class Runner:
         try:
             self._load_ccs()
             self._start_prometheus()
-            total = len(self.points) * self.exp.repetitions
+            total = len(self.points) * self.exp.repetitions * (2 if self.exp.pause_gain else 1)
             with _progress(self.opt.progress, total * self.exp.n_intervals) as bar:
                 self.bar = bar
                 for point in self.points:
@@ -121,6 +128,7 @@ class Runner:
                     for rep in range(point.experiment.repetitions):
                         reps.append(self.run_repetition(point, rep))
                     self.summary["points"].append(self.summarize_point(point, reps))
+                    pause_run.complete_point(self, point, self.summary["points"][-1])
                     self.archive.write_json("summary.json", self.summary)
                     self._publish_summary(self.summary["points"][-1])
             self.summary["complete"] = True
@@ -147,16 +155,21 @@ class Runner:
                 print(f"warning: could not remove congestion control(s) {', '.join(left)}; run `ccrig clean`")
 
     # --- one repetition of one point ------------------------------------------------------------------
-    def run_repetition(self, point: specmod.Point, rep: int) -> dict:
+    def run_repetition(self, point: specmod.Point, rep: int, out: Path | None = None) -> dict:
         exp = point.experiment
         topo = exp.topology.build(exp.n_flows)
-        out = self.archive.rep_dir(point.index, rep)
-        flows = [BulkFlow(i, self.cc_names[f.cc_label], f.cc_label, *topo.pairs[i % len(topo.pairs)],
-                          start=f.start, duration=exp.duration)
+        out = out or self.archive.rep_dir(point.index, rep)
+        flows = [make_flow(f.workload, i, self.cc_names[f.cc_label], f.cc_label, *topo.pairs[i % len(topo.pairs)],
+                           start=f.start, duration=exp.duration)
                  for i, f in enumerate(exp.flow_list())]
         self.testbed = make_testbed(exp.testbed, topo, self.commands, self.opt.prefix, exp)
         try:
             self.testbed.up()
+            self.pause = pause_run.PauseRun.of(exp, topo, self.testbed, self.commands, out)
+            if self.pause is not None:
+                self.pause.start()   # before the traffic
+                # the run's first PAUSE settings (mode, auto's note, the scaling); each repetition has its own
+                self.summary.setdefault("pause", self.env.setdefault("pause", self.pause.describe()))
             if point.index == 0 and rep == 0:
                 self.env["topology"] = environment.testbed_state(self.testbed)
                 self.archive.write_json("env.json", self.env)
@@ -171,13 +184,18 @@ class Runner:
         share = t_max / len(flows)
         self.traffic = Traffic(self.testbed, flows, out)
         self.traffic.start_servers()
-        t0 = time.time()
         by_node: dict[str, list[str]] = {}
         for f in flows:
             by_node.setdefault(f.sender, []).append(f.sender_key)
             by_node.setdefault(f.receiver, []).append(f.receiver_key)
-        self.samplers = [FlowSampler(self.testbed, n, keys, TRACE_PERIOD, t0) for n, keys in by_node.items()]
+        self.samplers = [FlowSampler(self.testbed, n, keys, TRACE_PERIOD) for n, keys in by_node.items()]
         sampler_of = {k: s for s in self.samplers for k in s.keys}
+        # time starts once every sampler is polling: a Python start can take seconds on a slow (emulated) CPU
+        for s in self.samplers:
+            s.wait_ready(timeout=120)
+        t0 = time.time()
+        for s in self.samplers:
+            s.t0 = t0
         leaf = topo.egress_of(*topo.bottleneck).egress.qdisc
         # a discipline with classes of its own (drr: one per flow) has them read each interval too
         bottleneck = QdiscReader(self.testbed, topo.bottleneck[0], self.testbed.egress_device(*topo.bottleneck),
@@ -185,7 +203,8 @@ class Runner:
         tables = {"intervals": CsvTable(out / "intervals.csv", INTERVAL_COLUMNS),
                   "qdisc": CsvTable(out / "qdisc.csv", QDISC_COLUMNS)}
         labels = {"experiment": self.exp.name, "run": self.run_id, "point": str(point.index), "rep": str(rep),
-                  "qdisc": exp.topology.bottleneck.qdisc.label() if hasattr(exp.topology, "bottleneck") else ""}
+                  "qdisc": exp.topology.bottleneck.qdisc.label() if hasattr(exp.topology, "bottleneck") else "",
+                  **(self.pause.labels() if self.pause else {})}
         pending = sorted(flows, key=lambda f: f.start)
         qdisc_prev = self._qdisc_totals(bottleneck.read(), tables["qdisc"], 0.0)
         rows_by_flow: dict[int, list[dict]] = {f.index: [] for f in flows}
@@ -220,7 +239,8 @@ class Runner:
                 tables["intervals"].write({"interval": k - 1, "t_start": a, "t_end": b, "flow": "all", "cc": "",
                                            **sysrow})
                 tables["intervals"].flush()
-                self._publish_interval(labels, flows, rows, sysrow, q, t0 + b)
+                self._publish_interval(labels, flows, rows, sysrow, q, t0 + b,
+                                       self.pause.samples(labels, t0 + b) if self.pause else [])
                 self.bar.advance()
             # the clients end on their own; their sockets' final counters close the trace
             self.traffic.wait(timeout=exp.duration + 30)
@@ -235,6 +255,10 @@ class Runner:
         checks = self._cross_check(flows, sampler_of, iperf)
         summary = self._rep_summary(flows, rows_by_flow, system_rows, exp.warmup, t_max, share, checks)
         summary["warnings"] = self._trace_warnings(flows, sampler_of)
+        if (files := transfers(flows, out)) is not None:
+            summary["transfers"] = files   # files flows: each transfer's completion time
+        if self.pause is not None:
+            summary["pause"] = self.pause.summary()
         for w in summary["warnings"]:
             print(f"warning: point {point.index} repetition {rep}: {w}")
         return summary
@@ -294,7 +318,7 @@ class Runner:
             rcv = sampler_of[f.receiver_key].snapshot(f.receiver_key)
             acked = max((s.get("bytes_acked", 0) for _, s in snd), default=0)
             received = max((s.get("bytes_received", 0) for _, s in rcv), default=0)
-            ip = iperf[f.index]["end"]["sum_received"]["bytes"]
+            ip = iperf[f.index]["end"]["sum_received"]["bytes"] if f.index in iperf else None  # files: no iperf3
             # iperf3 sets the congestion control once the socket exists, so the first samples may show
             # the namespace's default; the one that carried the data is the last
             used = next((s["cc"] for _, s in reversed(snd) if s.get("cc")), None)
@@ -342,16 +366,27 @@ class Runner:
         for s in self.samplers:
             s.stop()
         self.samplers = []
+        if self.pause is not None:
+            self.pause.stop()
+            self.pause = None
         if self.testbed is not None:
             self.testbed.down()
             self.testbed = None
 
     # --- Prometheus ----------------------------------------------------------------------------------
     def _start_prometheus(self) -> None:
+        labels = {"experiment": self.exp.name, "run": self.run_id}
+        info = [Sample("run_info", {**labels, "kernel": self.env["kernel"]["release"], "testbed": self.exp.testbed},
+                       1.0)]
+        # every run keeps what it exports in the archive, so it can be backfilled into any Prometheus later
+        # (the vm testbed's guest has no Prometheus of its own)
+        self.sample_log = SampleLog(self.archive.path / LOG_NAME)
+        self.sample_log.set_info(info)
+        self.sinks = [self.sample_log]
         if self.opt.prometheus == "off":
             return
         self.exporter = Exporter()
-        labels = {"experiment": self.exp.name, "run": self.run_id}
+        self.sinks.append(self.exporter)
         if self.opt.prometheus == "auto":
             server = PrometheusServer(self.opt.prometheus_root, self.commands)
             self.prom_url = server.ensure(self.exp.interval)
@@ -362,12 +397,13 @@ class Runner:
             if sd:
                 self.target = Path(sd) / f"{self.run_id}.json"
                 self.target.write_text(f'[{{"targets": ["{self.exporter.address}"]}}]\n')
-        self.exporter.set_info([Sample("run_info", {**labels, "kernel": self.env["kernel"]["release"],
-                                                    "testbed": self.exp.testbed}, 1.0)])
+        self.exporter.set_info(info)
         self.env["prometheus"] = {"url": self.prom_url, "exporter": self.exporter.address}
         self.archive.write_json("env.json", self.env)
 
     def _stop_prometheus(self) -> None:
+        if getattr(self, "sample_log", None) is not None:
+            self.sample_log.close()
         if self.exporter is None:
             return
         # Prometheus must take the last batches before the exporter goes away
@@ -377,21 +413,21 @@ class Runner:
             self.target.unlink(missing_ok=True)
         self.exporter.close()
 
-    def _publish_interval(self, labels, flows, rows, sysrow, q, ts: float) -> None:
-        if self.exporter is None:
-            return
-        out = []
+    def _publish(self, samples: list[Sample]) -> None:
+        for sink in getattr(self, "sinks", []):
+            sink.publish(samples)
+
+    def _publish_interval(self, labels, flows, rows, sysrow, q, ts: float, extra=()) -> None:
+        out = list(extra)
         for f, row in zip(flows, rows):
             fl = {**labels, "flow": str(f.index), "cc": f.label}
             out += [series_sample("flow", m, fl, row[m], ts) for m in METRICS + ["cwnd"] if row[m] is not None]
         out += [series_sample("system", m, labels, sysrow[m], ts) for m in METRICS + ["jain"]
                 if sysrow[m] is not None]
         out += qdisc_samples(q["rows"], {k: v for k, v in labels.items() if k != "qdisc"}, ts)
-        self.exporter.publish(out)
+        self._publish(out)
 
     def _publish_summary(self, point: dict) -> None:
-        if self.exporter is None:
-            return
         ts = time.time()
         base = {"experiment": self.exp.name, "run": self.run_id, "point": str(point["index"])}
         out = []
@@ -406,7 +442,7 @@ class Runner:
                         if v is not None:
                             out.append(Sample("point_result", {**lab, "series": f"ccrig_{scope}_{suffix}",
                                                                "stat": stat_name}, v * factor, ts))
-        self.exporter.publish(out)
+        self._publish(out)
 
 
 # --- signals and progress --------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 control (`-C`), its data connection pinned to a known client port so the sampler can find its socket.
 
 Flow i uses server port 5201+i on its receiver and client port 40001+i on its sender; the iperf3 JSON of the
-client (which carries the receiver's totals too) is kept in the archive.
+client (which carries the receiver's totals too) is kept in the archive. A files flow (FilesFlow: finite files
+with idle time, experiments/filexfer.py) uses the same ports and keeps transfers-<flow>.csv instead.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .errors import RunError
 
 SERVER_PORT = 5201
 CLIENT_PORT = 40001
+FILEXFER = Path(__file__).with_name("filexfer.py")
 
 
 @dataclass
@@ -55,6 +57,45 @@ class BulkFlow:
     def receiver_key(self) -> str:
         return f"{self.server_port}:{self.client_port}"
 
+    kind = "bulk"
+    script = False      # argv runs as is (not through the node's Python)
+
+    @property
+    def output_name(self) -> str:
+        return f"iperf3-{self.index}.json"
+
+
+@dataclass
+class FilesFlow(BulkFlow):
+    """A finite-file flow (experiments/filexfer.py): sends `size` bytes, waits `idle` seconds, repeats, over one
+    connection pinned to the same ports as a bulk flow's, so the sampler and the interval code see no difference.
+    Each transfer's completion time goes to transfers-<flow>.csv in the archive."""
+    size: int = 0      # bytes per file
+    idle: float = 0.0  # seconds between the end of one transfer and the start of the next
+
+    kind = "files"
+    script = True       # runs through the node's Python (Testbed.python)
+
+    @property
+    def output_name(self) -> str:
+        return f"transfers-{self.index}.csv"
+
+    def server_argv(self, bind: str) -> list[str]:
+        return [str(FILEXFER), "serve", "--bind", bind, "--port", str(self.server_port)]
+
+    def client_argv(self, server: str) -> list[str]:
+        return [str(FILEXFER), "send", "--to", server, "--port", str(self.server_port),
+                "--cport", str(self.client_port), "--flows", "1", "--first-flow", str(self.index),
+                "--size", f"{self.size}b", "--idle", f"{self.idle:g}s", "--duration", f"{self.duration:g}s",
+                "--cc", self.cc, "--out", "-"]
+
+
+def make_flow(workload, *args, **kw) -> BulkFlow:
+    """The flow a spec's workload asks for (experiments.spec Bulk or Files); arguments as BulkFlow's."""
+    if getattr(workload, "kind", "bulk") == "files":
+        return FilesFlow(*args, **kw, size=workload.size.bytes, idle=workload.idle)
+    return BulkFlow(*args, **kw)
+
 
 class Traffic:
     """Starts and stops a point's flows on a testbed."""
@@ -66,8 +107,11 @@ class Traffic:
         self._files = []
 
     def start_servers(self, timeout: float = 10) -> None:
+        if any(f.script for f in self.flows):
+            timeout = max(timeout, 60)   # a Python server takes seconds to start in a guest under TCG (vm)
         for f in self.flows:
-            self.servers.append(self.testbed.popen(f.receiver, f.server_argv(self.testbed.address(f.receiver))))
+            self.servers.append(self.testbed.popen(f.receiver, self._argv(f.receiver, f, f.server_argv(
+                self.testbed.address(f.receiver)))))
         deadline = time.monotonic() + timeout
         for f in self.flows:
             # listening? (ss filter on the local port); the server may need a moment to bind
@@ -81,10 +125,13 @@ class Traffic:
                 time.sleep(0.05)
 
     def start_client(self, f: BulkFlow) -> None:
-        out = open(self.out_dir / f"iperf3-{f.index}.json", "w")
+        out = open(self.out_dir / f.output_name, "w")
         self._files.append(out)
-        self.clients[f.index] = self.testbed.popen(f.sender, f.client_argv(self.testbed.address(f.receiver)),
-                                                   stdout=out, stderr=subprocess.STDOUT)
+        self.clients[f.index] = self.testbed.popen(f.sender, self._argv(f.sender, f, f.client_argv(
+            self.testbed.address(f.receiver))), stdout=out, stderr=subprocess.STDOUT)
+
+    def _argv(self, node: str, f: BulkFlow, argv: list[str]) -> list[str]:
+        return [*self.testbed.python(node), *argv] if f.script else argv
 
     def running(self) -> bool:
         return any(p.poll() is None for p in self.clients.values())
@@ -108,6 +155,8 @@ class Traffic:
         """Each flow's iperf3 JSON; a flow whose client failed raises with iperf3's own error."""
         out = {}
         for f in self.flows:
+            if f.kind != "bulk":
+                continue   # files flows have no iperf3: transfers() has theirs
             text = (self.out_dir / f"iperf3-{f.index}.json").read_text()
             try:
                 data = json.loads(text)
@@ -135,3 +184,26 @@ def stop_process(p: subprocess.Popen, grace: float = 2.0) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def transfers(flows: list[BulkFlow], out_dir: Path) -> dict | None:
+    """The files flows' transfers (None when there are none): per flow the count, the completed ones and their
+    completion times (mean, median, max), read back from transfers-<flow>.csv."""
+    import statistics
+    from .filexfer import FIELDS, read_csv
+    files = [f for f in flows if f.kind == "files"]
+    if not files:
+        return None
+    out = []
+    for f in files:
+        path = out_dir / f.output_name
+        text = path.read_text()
+        if not text.startswith(",".join(FIELDS)):
+            raise RunError(f"files flow {f.index} ({f.sender} -> {f.receiver}) failed: {text.strip()[:200]}")
+        done = [t.completion_s for t in read_csv(path) if t.completion_s is not None]
+        n = len(text.strip().splitlines()) - 1
+        out.append({"flow": f.index, "size_bytes": f.size, "idle_s": f.idle, "transfers": n, "completed": len(done),
+                    "completion_s": {"mean": statistics.fmean(done) if done else None,
+                                     "median": statistics.median(done) if done else None,
+                                     "max": max(done, default=None)}})
+    return {"flows": out, "completed": sum(e["completed"] for e in out), "transfers": sum(e["transfers"] for e in out)}

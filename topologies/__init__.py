@@ -1,8 +1,9 @@
 """Topologies: the model (topology.py), the named topologies, and their realisation on each testbed."""
 from .dumbbell import DumbbellSpec
+from .pause_chain import PauseChainSpec
 
 # every named topology's spec model; the spec's `topology:` is validated against these by `name`
-SPECS = [DumbbellSpec]
+SPECS = [DumbbellSpec, PauseChainSpec]
 
 
 def topology_union():

@@ -1,0 +1,78 @@
+"""Ethernet PAUSE (IEEE 802.3x): the XOFF/XON state machine (controller.py), its actuator on emulated links
+(emulated.py), real MAC control frames (frames.py) and NIC flow control through ethtool (ethtool.py).
+
+For a pause_chain topology the runner calls `chain_plan` in preflight (mode, auto's note, NIC settings), applies
+the NIC settings with ethtool.NicPause, and, unless the NICs do it all, `chain_controller` for an EmulatedPause
+to start() before traffic and stop() after.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.commands import Commands
+from experiments.errors import InputError
+from .emulated import EmulatedPause, EmulatedPauseConfig
+from .ethtool import PauseParams, resolve_mode
+
+
+def chain_config(spec, topo, testbed, actuator: str = "tbf") -> EmulatedPauseConfig:
+    """The controller's settings for a PauseChainSpec realised on a testbed whose nodes are network
+    namespaces (netns, and netns inside the vm testbed): testbed.ns(node) names them.
+
+    actuator tbf shapes node 1's link B (mode emulated); frames sends 802.3x frames from node 2's interface
+    on link B to node 1's (mode frames: node 1's NIC must have rx pause on)."""
+    p = spec.pause
+    if p is None:
+        raise InputError("topology.pause: not set; the pause_chain has no PAUSE to control")
+    ns = getattr(testbed, "ns", None)
+    if ns is None:
+        raise InputError(f"topology.pause.mode: got {p.mode!r} on the {testbed.name} testbed; expected a testbed "
+                         f"whose nodes are network namespaces (netns, vm), or mode ethtool on real NICs")
+    (n1, toward2), (n2, toward_c) = spec.pause_nodes(topo)
+    return EmulatedPauseConfig(
+        down_ns=ns(n2), down_dev=testbed.egress_device(n2, toward_c),
+        up_ns=ns(n1), up_dev=testbed.egress_device(n1, toward2),
+        high=p.high, low=p.t2,
+        rate_bps=spec.rate_bps(spec.link_b.rate), paused_bps=spec.rate_bps(p.paused_rate),
+        up_limit=spec.link_b.buffer.packets, down_limit=spec.link_c.buffer.packets,
+        departure_pps=spec.rate_bps(spec.link_c.rate) / (8 * spec.wire), wire_bytes=spec.wire,
+        quanta=p.quanta, refresh=p.refresh, poll=p.poll,
+        actuator=actuator, frames_dev=testbed.egress_device(n2, n1) if actuator == "frames" else None)
+
+
+def chain_controller(spec, topo, testbed, commands: Commands, events_csv: Path | None = None,
+                     actuator: str = "tbf") -> EmulatedPause:
+    return EmulatedPause(chain_config(spec, topo, testbed, actuator), commands, events_csv)
+
+
+@dataclass
+class ChainPlan:
+    """How a run realises the pause_chain's PAUSE: the mode in force (after `auto`), the note for the archive
+    when auto fell back, the NIC settings to apply (and restore) with NicPause, and the controller's actuator
+    (None: the NICs' own flow control does it all)."""
+    mode: str
+    note: str | None
+    nic_settings: list[tuple[str | None, str, PauseParams]]
+    actuator: str | None
+
+
+def chain_plan(spec, topo, testbed, commands: Commands) -> ChainPlan:
+    """Decides, before anything is set up, how PAUSE runs on link B; unsupported NICs are an InputError here.
+
+    emulated: the controller shapes link B (tbf). frames: node 1's NIC honours PAUSE (rx on) and the controller
+    sends real frames from node 2's NIC. ethtool: both NICs' own flow control (node 2's NIC sends PAUSE when its
+    receive buffer fills: hardware thresholds, not T1/T2). auto: ethtool where both NICs support it, else
+    emulated, with a note."""
+    p = spec.pause
+    (n1, toward2), _ = spec.pause_nodes(topo)
+    ns = getattr(testbed, "ns", lambda node: None)
+    up = (ns(n1), testbed.egress_device(n1, toward2))
+    down = (ns(toward2), testbed.egress_device(toward2, n1))
+    mode, note = resolve_mode(p.mode, [up, down], commands)
+    if mode == "emulated":
+        return ChainPlan(mode, note, [], "tbf")
+    honour = PauseParams(autoneg=False, rx=True, tx=False)
+    if mode == "frames":
+        return ChainPlan(mode, note, [(*up, honour)], "frames")
+    return ChainPlan(mode, note, [(*up, honour), (*down, PauseParams(autoneg=False, rx=False, tx=True))], None)

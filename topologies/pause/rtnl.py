@@ -21,7 +21,7 @@ from contextlib import contextmanager
 NETLINK_ROUTE = 0
 RTM_NEWQDISC, RTM_GETQDISC = 36, 38
 NLMSG_ERROR, NLMSG_DONE = 2, 3
-NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_ECHO = 0x1, 0x4, 0x8
 NLA_F_NESTED = 0x8000
 TCA_KIND, TCA_OPTIONS, TCA_STATS2 = 1, 2, 7
 TCA_STATS_QUEUE = 3
@@ -142,7 +142,8 @@ class Rtnl:
 
     def qdisc_stats(self, handle: int) -> QdiscStats:
         """The queue statistics of the qdisc with this handle on the device (RTM_GETQDISC by handle)."""
-        msg = self._request(RTM_GETQDISC, NLM_F_REQUEST, _TCMSG.pack(0, 0, 0, self.ifindex, handle, 0, 0))
+        # the kernel answers a GET through rtnetlink_send(), which unicasts to the asker only with ECHO
+        msg = self._request(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_ECHO, _TCMSG.pack(0, 0, 0, self.ifindex, handle, 0, 0))
         start = _NLMSG.size + _TCMSG.size
         for kind, a, b in _attrs(msg, start, len(msg)):
             if kind == TCA_STATS2:

@@ -101,6 +101,7 @@ def _iperf3_bytes(summary: dict) -> list[int]:
     return [c["iperf3_bytes_received"] for c in summary["points"][0]["repetitions"][0]["cross_check"]]
 
 
+@pytest.mark.timeout(1500)  # two runs on an emulated CPU
 def test_default_spec_runs_with_kernel_ovs_and_delay(tier_modules, tmp_path):
     """The same spec on netns and on mininet (kernel OVS, TCLink delay) in this guest: an emulated CPU sets
     what the flows get, so mininet is held against netns on the same kernel, not against the link rate."""

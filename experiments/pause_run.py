@@ -1,0 +1,243 @@
+"""Ethernet PAUSE in a run: what the runner does for a pause_chain point whose topology sets `pause`.
+
+    preflight   needs():  the actuator's qdisc (tbf) is there; modes that need real NICs are refused on
+                          testbeds made of veth pairs; pause_gain only on a pause_chain with pause
+    per repetition        PauseRun.of(...) -> start() after testbed.up(), before the traffic
+                          (NIC flow control through ethtool, restored at stop; the XOFF/XON controller)
+                          samples() every interval -> Prometheus; summary() at the end -> summary.json;
+                          stop() in the teardown, always
+    per point   complete_point(): with `pause_gain`, the point runs again without PAUSE (T1 = T2 = B2, the
+                          study's own definition, same controller and tbf on link B so only the thresholds
+                          differ) and the summary gets the goodput increase in percent with its 95 % CI
+
+The archive of a repetition gets pause_events.csv (every XOFF/XON/refresh/expiry) and pause_latency.csv (the
+reaction-latency distribution); the baseline's repetitions go to points/NNN/baseline/repR.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import math
+import os
+import platform
+from pathlib import Path
+
+from scipy import stats as _st
+
+from topologies.pause import chain_controller, chain_plan
+from topologies.pause.emulated import PAUSE_HELP, STATS, prometheus_samples
+from topologies.pause.ethtool import NicPause
+from . import exporter
+from . import spec as specmod
+from .collectors import QdiscReader
+from .errors import field_error
+
+# the controller's series are the run's like any other: HELP and TYPE from the one table the exporter reads
+exporter.HELP.update(PAUSE_HELP)
+
+NIC_TESTBEDS = ("hosts",)   # testbeds whose link B is a real NIC (ethtool / frames modes)
+
+
+def applies(exp: specmod.Experiment) -> bool:
+    return getattr(exp.topology, "name", None) == "pause_chain" and exp.topology.pause is not None
+
+
+# --- preflight --------------------------------------------------------------------------------------------
+
+def needs(points: list, commands, prefix: str) -> list:
+    """The PAUSE needs of a run's points (experiments.preflight.Need); bad combinations raise InputError."""
+    from .preflight import Need
+    out = []
+    for p in points:
+        exp = p.experiment
+        if exp.pause_gain and not applies(exp):
+            raise field_error("pause_gain", True, "only with topology pause_chain and topology.pause set "
+                                                  "(it reruns each point with T1 = T2 = B2)")
+        if not applies(exp):
+            continue
+        mode = exp.topology.pause.mode
+        if exp.testbed == "mininet" or (exp.testbed == "hosts" and mode == "emulated"):
+            raise field_error("testbed", exp.testbed,
+                              "netns or vm for topology.pause mode emulated: the XOFF/XON controller reaches "
+                              "node 1 and node 2 through their named network namespaces")
+        if mode in ("ethtool", "frames") and exp.testbed not in NIC_TESTBEDS:
+            raise field_error("topology.pause.mode", mode,
+                              f"emulated or auto on the {exp.testbed} testbed, whose links are veth pairs "
+                              f"(no Ethernet flow control); {mode} needs real NICs (testbed hosts)")
+    if any(applies(p.experiment) and p.experiment.topology.pause.mode != "ethtool" for p in points) \
+            and os.geteuid() == 0:
+        from qdiscs import probe
+        have = probe.available(commands, prefix)
+        out.append(Need("the tbf queue discipline", "topology.pause (the XOFF/XON controller shapes link B)",
+                        "tbf" in have, probe.missing_message("tbf", platform.release())))
+    return out
+
+
+# --- one repetition ---------------------------------------------------------------------------------------
+
+class PauseRun:
+    """PAUSE on link B of one repetition: NIC settings, the controller, its statistics, the teardown."""
+
+    def __init__(self, exp: specmod.Experiment, topo, testbed, commands, out: Path):
+        self.spec, self.topo, self.testbed, self.commands, self.out = exp.topology, topo, testbed, commands, out
+        self.nics = NicPause(commands)
+        self.ctl = None
+        self.plan = None
+        self.final = None
+        (n1, toward2), (n2, toward_c) = self.spec.pause_nodes(topo)
+        self.queues = {"node1": (n1, testbed.egress_device(n1, toward2)),
+                       "node2": (n2, testbed.egress_device(n2, toward_c))}
+        self.at_start: dict[str, dict] = {}
+
+    @classmethod
+    def of(cls, exp, topo, testbed, commands, out: Path) -> PauseRun | None:
+        return cls(exp, topo, testbed, commands, out) if applies(exp) else None
+
+    def describe(self) -> dict:
+        """For env.json and summary.json: the mode in force, auto's note, the scaling of the rates."""
+        p = self.spec.pause
+        return {"mode": self.plan.mode if self.plan else p.mode, "note": self.plan.note if self.plan else None,
+                "actuator": self.plan.actuator if self.plan else None, "high": p.high, "low": p.t2,
+                "b2": self.spec.link_c.buffer.packets, "paused": p.high < self.spec.link_c.buffer.packets,
+                "scaling": self.spec.scaling()}
+
+    def start(self) -> None:
+        """After testbed.up() (the interfaces must exist), before the traffic."""
+        self.plan = chain_plan(self.spec, self.topo, self.testbed, self.commands)
+        for ns, dev, want in self.plan.nic_settings:
+            self.nics.enable(ns, dev, want)
+        if self.plan.actuator is not None:
+            self.ctl = chain_controller(self.spec, self.topo, self.testbed, self.commands,
+                                        events_csv=self.out / "pause_events.csv", actuator=self.plan.actuator)
+            self.ctl.start()
+        # after the controller put tbf on link B: the counters the repetition's drops are measured from
+        self.at_start = {k: self._queue(k) for k in self.queues}
+
+    def _queue(self, key: str) -> dict:
+        node, dev = self.queues[key]
+        rows = QdiscReader(self.testbed, node, dev).read()
+        root = next((r for r in rows if r.get("parent") in ("root", None)), rows[0] if rows else {})
+        return {"node": node, "dev": dev, "kind": root.get("kind"),
+                "dropped": int(root.get("dropped", 0) or 0), "sent_packets": int(root.get("sent_packets", 0) or 0)}
+
+    def labels(self) -> dict:
+        """Told apart in Prometheus: a point's run with PAUSE and its baseline without (same point and rep)."""
+        return {"pause": "on" if self.describe()["paused"] else "off"}
+
+    def samples(self, labels: dict, ts: float) -> list:
+        """The controller's live statistics as Prometheus samples (none when the NICs do it all)."""
+        if self.ctl is None:
+            return []
+        node, dev = self.queues["node2"]
+        lab = {k: v for k, v in labels.items() if k != "qdisc"}
+        return prometheus_samples(self.ctl.stats(), {**lab, "node": node, "dev": dev}, ts)
+
+    def summary(self) -> dict:
+        """Stops the controller (the traffic is over) and returns the repetition's PAUSE record: XOFF/XON
+        counts, time paused, reaction latency quantiles, and both queues' drops during the repetition."""
+        queues = {}
+        for k in self.queues:
+            now = self._queue(k)
+            was = self.at_start.get(k, {"dropped": 0, "sent_packets": 0})
+            queues[k] = {**now, "dropped": now["dropped"] - was["dropped"],
+                         "sent_packets": now["sent_packets"] - was["sent_packets"]}
+        out = {**self.describe(), "queues": queues}
+        if self.ctl is not None:
+            s = self._stop_controller()
+            lat = sorted(s.latency_s)
+            out.update({"xoff": s.xoff, "xon": s.xon, "refreshes": s.refreshes, "expiries": s.expiries,
+                        "paused_s": s.paused_s, "polls": s.polls, "max_occupancy": s.max_occupancy,
+                        "reaction_s": {"n": len(lat), **{name: (lat[min(len(lat) - 1, int(q * len(lat)))]
+                                                                if lat else None) for name, q in STATS}}})
+            with open(self.out / "pause_latency.csv", "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["latency_s", "actuate_s"])
+                w.writerows(zip(s.latency_s, s.actuate_s))
+        return out
+
+    def _stop_controller(self):
+        if self.final is None and self.ctl is not None:
+            self.final = self.ctl.stop()
+        return self.final
+
+    def stop(self) -> list[str]:
+        """Teardown: the controller stopped (link B back at μ1), every NIC as it was. Never raises."""
+        problems = []
+        try:
+            self._stop_controller()
+        except Exception as e:  # noqa: BLE001 - teardown reports, never raises
+            problems.append(f"PAUSE controller: {e}")
+        problems += self.nics.restore()
+        for p in problems:
+            print(f"warning: {p}")
+        return problems
+
+
+# --- the point: with and without PAUSE ----------------------------------------------------------------------
+
+def baseline(point: specmod.Point) -> specmod.Point:
+    """The point without PAUSE: T1 = T2 = B2, which the queue can never exceed, everything else equal."""
+    raw = copy.deepcopy(point.raw)
+    b2 = point.experiment.topology.link_c.buffer.packets
+    specmod.set_path(raw, "topology.pause.high", b2)
+    specmod.set_path(raw, "topology.pause.low", b2)
+    exp = specmod.validate(raw, f"point {point.index} without PAUSE")
+    return specmod.Point(index=point.index, params={**point.params, "pause": "off (T1 = T2 = B2)"},
+                         experiment=exp, raw=raw)
+
+
+def complete_point(runner, point: specmod.Point, entry: dict) -> None:
+    """Adds the point's PAUSE record to its summary entry; with pause_gain, runs the baseline first."""
+    if not applies(point.experiment):
+        return
+    entry["pause"] = _over_reps([r.get("pause") for r in entry["repetitions"]])
+    if not point.experiment.pause_gain:
+        return
+    base = baseline(point)
+    reps = []
+    for rep in range(base.experiment.repetitions):
+        out = runner.archive.path / "points" / f"{point.index:03d}" / "baseline" / f"rep{rep}"
+        out.mkdir(parents=True, exist_ok=True)
+        reps.append(runner.run_repetition(base, rep, out))
+    without = runner.summarize_point(base, reps)
+    without["pause"] = _over_reps([r.get("pause") for r in without["repetitions"]])
+    entry["without_pause"] = without
+    entry["pause_gain"] = gain(entry["system"]["goodput_bps"], without["system"]["goodput_bps"])
+
+
+def _over_reps(records: list[dict | None]) -> dict | None:
+    records = [r for r in records if r]
+    if not records:
+        return None
+    out = {k: records[0][k] for k in ("mode", "note", "actuator", "high", "low", "b2", "paused", "scaling")}
+    for k in ("xoff", "xon", "refreshes", "expiries", "paused_s"):
+        if all(k in r for r in records):
+            out[k] = sum(r[k] for r in records) / len(records)
+    for q in ("node1", "node2"):
+        out[f"{q}_dropped"] = sum(r["queues"][q]["dropped"] for r in records) / len(records)
+    out["reaction_p50_s"] = max((r["reaction_s"]["p50"] for r in records
+                                 if r.get("reaction_s", {}).get("p50") is not None), default=None)
+    return out
+
+
+def gain(with_pause: dict, without: dict) -> dict:
+    """The goodput increase PAUSE brings, in percent: 100 (G_pause / G_without - 1), with a 95 % confidence
+    interval by the delta method on the two means' standard errors (each a mean over repetitions, or over one
+    repetition's measured intervals), Student's t with the smaller sample's degrees of freedom."""
+    a, b = with_pause.get("mean"), without.get("mean")
+    out = {"metric": "goodput_bps", "with_pause_bps": a, "without_pause_bps": b, "percent": None,
+           "ci95": [None, None], "method": "delta method, t with min(n) - 1 degrees of freedom"}
+    if a is None or b is None or b <= 0:
+        return out
+    ratio = a / b
+    out["percent"] = 100 * (ratio - 1)
+    na, nb = with_pause.get("n", 1), without.get("n", 1)
+    if min(na, nb) < 2:
+        out["ci95"] = [out["percent"], out["percent"]]
+        return out
+    rel = math.sqrt((with_pause["std"] / math.sqrt(na) / a) ** 2 + (without["std"] / math.sqrt(nb) / b) ** 2) \
+        if a > 0 else 0.0
+    half = 100 * ratio * rel * float(_st.t.ppf(0.975, min(na, nb) - 1))
+    out["ci95"] = [out["percent"] - half, out["percent"] + half]
+    return out
+

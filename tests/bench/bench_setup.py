@@ -1,0 +1,196 @@
+"""Setup time: a 30-sender dumbbell brought up and down on netns (NetnsTestbed), and on Mininet, by the mininet
+testbed and by a plain Mininet script side by side (Linux bridge and Open vSwitch userspace datapath each).
+
+Goal: netns up + down under 2 s. When netns misses it, `netns.profile` says which commands dominate (time and
+count per kind of command, from the commands log, in which every command's line is written when it ends).
+
+The plain script is the network as a Mininet user writes it: senders on one switch behind r1, receivers on one
+behind r2, a TCLink between the routers at the bottleneck rate, a default route on every host and one route
+per router. It skips Mininet.init's fixLimits as the testbed does (host-wide sysctls, topologies/mininet.py).
+
+Run as root: `make bench BENCH=setup` -> results/bench/setup.json.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+SENDERS = 30
+GOAL_S = 2.0
+
+
+def _topology():
+    from topologies.dumbbell import DumbbellSpec
+    spec = DumbbellSpec.model_validate({"bottleneck": {"rate": "10mbit", "buffer": "100pkt", "qdisc": {"kind": "pfifo"}}})
+    return spec.build(SENDERS)
+
+
+def _kind(argv: list[str]) -> str:
+    """A command's kind for the profile: its program and the words that say what it does (names, numbers,
+    node wrappers and devices left out)."""
+    for wrapper in (["ip", "netns", "exec"], ["nsenter"], ["mnexec"], ["env"]):
+        if argv[:len(wrapper)] == wrapper:
+            argv = argv[len(wrapper):]
+            while argv and (argv[0].startswith("-") or "=" in argv[0] or argv[0].isdigit()
+                            or argv[0].startswith("ccrig-")):
+                argv = argv[1:]
+    words = [w for w in argv if not re.search(r"\d|^eth|^lo$|^dev$|^-", w)]
+    return " ".join(words[:3])
+
+
+def _entries(log: Path):
+    """The log's commands: (end time, argv, here-document lines); a batch's stdin is logged as a here-document
+    (EOF), and a script's own batches inside it as nested ones (CCRIG_EOF)."""
+    import shlex
+    lines = log.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        t, _status, cmd = lines[i].split(None, 2)
+        body = []
+        if cmd.endswith("<<'EOF'"):
+            cmd = cmd[:-len("<<'EOF'")]
+            i += 1
+            while lines[i] != "EOF":
+                body.append(lines[i])
+                i += 1
+        yield float(t), shlex.split(cmd), body
+        i += 1
+
+
+def _profile(log: Path) -> dict:
+    """Time per logged command kind (a line is written when its command ends, so a command took the time since
+    the previous line), and for batches and scripts, how many of their lines are of which kind."""
+    import shlex
+    per: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    inside: dict[str, int] = defaultdict(int)
+    last = 0.0
+    for t, argv, body in _entries(log):
+        per[_kind(argv)][0] += t - last
+        per[_kind(argv)][1] += 1
+        last = t
+        prog = [w for w in argv if w in ("ip", "tc")][:1]
+        for line in body:
+            if line in ("set -e", "CCRIG_EOF"):
+                continue
+            words = shlex.split(line.split(" <<'CCRIG_EOF'")[0])
+            if words and words[0] in ("mnexec", "nsenter", "ip", "tc", "sh", "sysctl", "ethtool", "env"):
+                prog = [w for w in words if w in ("ip", "tc")][:1]
+                inside[_kind(words)] += 1
+            else:
+                inside[_kind(prog + words)] += 1
+    total = sum(v[0] for v in per.values())
+    rows = sorted(per.items(), key=lambda kv: -kv[1][0])
+    return {"commands": sum(v[1] for v in per.values()), "command_time_s": round(total, 3),
+            "by_kind": [{"kind": k, "count": n, "time_s": round(s, 3), "share": round(s / total, 3) if total else 0}
+                        for k, (s, n) in rows[:10]],
+            "batched_lines_by_kind": dict(sorted(inside.items(), key=lambda kv: -kv[1])[:10])}
+
+
+def _time_testbed(make, workdir: Path, name: str) -> dict:
+    from experiments.commands import Commands
+    up_log, down_log = workdir / f"{name}-up.log", workdir / f"{name}-down.log"
+    tb = make(Commands(up_log))
+    t0 = time.monotonic()
+    try:
+        tb.up()
+        t1 = time.monotonic()
+    finally:
+        t1b = time.monotonic()
+        tb.commands = Commands(down_log)
+        tb.down()
+        t2 = time.monotonic()
+    out = {"up_s": round(t1 - t0, 3), "down_s": round(t2 - t1b, 3), "total_s": round(t2 - t0, 3),
+           "up_profile": _profile(up_log)}
+    if getattr(tb, "timings", None):
+        out["up_phases_s"] = {k: round(v, 3) for k, v in tb.timings.items()}
+    if down_log.exists():
+        out["down_profile"] = _profile(down_log)
+    return out
+
+
+def _plain_mininet(switch_kind: str) -> dict:
+    """The same dumbbell as a Mininet user writes it, timed from Mininet() to stop()."""
+    from mininet.link import TCLink
+    from mininet.net import Mininet
+    from mininet.node import Node
+    from mininet.topo import Topo
+    from topologies.mininet import switch_class
+    from topologies.switches import OvsDaemons
+    from experiments.commands import Commands
+
+    tag = f"pb{os.getpid() % 100000}"
+
+    class Router(Node):
+        def config(self, **params):
+            super().config(**params)
+            self.cmd("sysctl -q -w net.ipv4.ip_forward=1")
+
+    class Dumbbell(Topo):
+        def build(self, n):
+            r1 = self.addNode(f"{tag}r1", cls=Router, ip="10.1.0.1/16")
+            r2 = self.addNode(f"{tag}r2", cls=Router, ip="10.2.0.1/16")
+            w1, w2 = self.addSwitch(f"{tag}w1", dpid="1"), self.addSwitch(f"{tag}w2", dpid="2")
+            self.addLink(r1, w1, intfName1="eth0", intfName2=f"{tag}w1-0")
+            self.addLink(r2, w2, intfName1="eth0", intfName2=f"{tag}w2-0")
+            self.addLink(r1, r2, cls=TCLink, intfName1="eth1", intfName2="eth1", params1={"ip": "10.9.0.1/24",
+                         "bw": 10}, params2={"ip": "10.9.0.2/24"})
+            for i in range(1, n + 1):
+                s = self.addHost(f"{tag}s{i}", ip=f"10.1.1.{i}/16", defaultRoute="via 10.1.0.1")
+                d = self.addHost(f"{tag}d{i}", ip=f"10.2.1.{i}/16", defaultRoute="via 10.2.0.1")
+                self.addLink(s, w1, intfName1="eth0", intfName2=f"{tag}w1-{i}")
+                self.addLink(d, w2, intfName1="eth0", intfName2=f"{tag}w2-{i}")
+
+    ovs = OvsDaemons(Commands(None)) if switch_kind != "lxbr" else None
+    if ovs:
+        ovs.hold(tag)
+    Mininet.inited = True
+    t0 = time.monotonic()
+    net = Mininet(topo=Dumbbell(SENDERS), switch=switch_class(switch_kind), controller=None, autoSetMacs=False)
+    try:
+        net.start()
+        net[f"{tag}r1"].cmd("ip route add 10.2.0.0/16 via 10.9.0.2")
+        net[f"{tag}r2"].cmd("ip route add 10.1.0.0/16 via 10.9.0.1")
+        t1 = time.monotonic()
+    finally:
+        t1b = time.monotonic()
+        net.stop()
+        t2 = time.monotonic()
+        if ovs:
+            ovs.release(tag)
+    return {"up_s": round(t1 - t0, 3), "down_s": round(t2 - t1b, 3), "total_s": round(t2 - t0, 3)}
+
+
+def run() -> dict:
+    from topologies.mininet import MininetTestbed
+    from topologies.netns import NetnsTestbed
+    from topologies.switches import MininetOptions
+
+    topo = _topology()
+    pid = os.getpid()
+    result: dict = {"senders": SENDERS, "nodes": len(topo.nodes), "links": len(topo.links), "goal_netns_s": GOAL_S,
+                    "load_average": os.getloadavg()}
+    with tempfile.TemporaryDirectory(prefix="ccrig-bench-") as d:
+        work = Path(d)
+        result["netns"] = _time_testbed(lambda c: NetnsTestbed(topo, c, f"ccrig-b{pid}"), work, "netns")
+        result["netns"]["meets_goal"] = result["netns"]["total_s"] < GOAL_S
+        result["mininet"] = {}
+        for kind in ("lxbr", "ovs-user"):
+            class _Exp:  # the testbed reads only the spec's `mininet:` section
+                mininet = MininetOptions(switch=kind)
+            result["mininet"][kind] = {
+                "ccrig_testbed": _time_testbed(lambda c: MininetTestbed(topo, c, f"ccrig-b{pid}", _Exp()), work,
+                                               f"mininet-{kind}"),
+                "plain_mininet": _plain_mininet(kind),
+            }
+    return result
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    print(json.dumps(run(), indent=2))

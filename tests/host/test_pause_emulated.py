@@ -1,0 +1,182 @@
+"""The emulated PAUSE controller on a real pause_chain of namespaces (this kernel, rates scaled), real TCP.
+
+With PAUSE on and T1 < B2, node 2's queue must stop overflowing while node 1's takes the backlog; with T1 = B2
+nothing may be paused. XOFF/XON counts, the time paused and the latency samples are non-zero exactly then.
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.commands import Commands
+from experiments.errors import RunError
+from topologies.netns import NetnsTestbed
+from topologies.pause import chain_config, chain_controller
+from topologies.pause.emulated import EmulatedPause, prometheus_samples
+from topologies.pause_chain import PauseChainSpec
+
+SECONDS = 5
+
+
+def chain_spec(high, low, paused_rate="0", scale=10):
+    # the study's chain (B1 = 10, B2 = 20, μ1 = 100, ν = 15 pps) with link A well above ν so B2 overflows
+    return PauseChainSpec.model_validate({
+        "name": "pause_chain", "scale": scale,
+        "link_a": {"rate": "60pps"}, "link_b": {"rate": "100pps", "buffer": "10pkt"},
+        "link_c": {"rate": "15pps", "buffer": "20pkt"},
+        "pause": {"high": high, "low": low, "paused_rate": paused_rate}})
+
+
+def qdisc(bed, node, toward):
+    dev = bed.egress_device(node, toward)
+    out = bed.run(node, ["tc", "-s", "-j", "qdisc", "show", "dev", dev]).stdout
+    return {q["handle"]: q for q in json.loads(out)}
+
+
+@pytest.fixture
+def chain(tmp_path):
+    beds = []
+
+    def make(spec):
+        topo = spec.build(flows=4)
+        bed = NetnsTestbed(topo, Commands(tmp_path / "commands.log"), prefix=f"ccF-{os.getpid()}")
+        beds.append(bed)
+        bed.up()
+        return bed, topo
+    yield make
+    for bed in beds:
+        bed.down()
+
+
+def run_traffic(bed, topo):
+    s, d = topo.pairs[0]
+    server = bed.popen(d, ["iperf3", "-s", "-1", "-p", "5399"])
+    try:
+        time.sleep(0.5)
+        bed.run(s, ["iperf3", "-c", bed.address(d), "-p", "5399", "-t", str(SECONDS), "-P", "4", "-C", "reno"],
+                timeout=SECONDS + 30)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_pause_moves_the_backlog_upstream(chain, tmp_path):
+    spec = chain_spec(high=12, low=8)
+    bed, topo = chain(spec)
+    ctl = chain_controller(spec, topo, bed, bed.commands, events_csv=tmp_path / "events.csv")
+    ctl.start()
+    try:
+        assert qdisc(bed, "n1", "n2")["1:"]["kind"] == "tbf"
+        run_traffic(bed, topo)
+    finally:
+        stats = ctl.stop()
+    q1, q2 = qdisc(bed, "n1", "n2")["10:"], qdisc(bed, *topo.bottleneck)["10:"]
+    assert stats.xoff > 3 and stats.xon >= stats.xoff - 1
+    assert stats.paused_s > 0.1 and not stats.paused
+    assert len(stats.latency_s) == stats.xoff + stats.xon + stats.expiries
+    assert all(0 < x < 1.0 for x in stats.latency_s)
+    # node 2's queue stays below its buffer (XOFF at T1 + 1 = 13 lets one more packet go; a busy machine may
+    # delay the controller by a few more packets at μ1, far from the 7 it takes to fill B2)...
+    assert q2["drops"] <= 2, q2
+    assert stats.max_occupancy < 20
+    # ...and node 1 took the backlog instead
+    assert q1["drops"] > 10 * q2["drops"], q1
+    rows = list(csv.DictReader(open(tmp_path / "events.csv")))
+    assert {r["event"] for r in rows} == {"xoff", "xon"}
+    assert all(int(r["occupancy"]) > 12 for r in rows if r["event"] == "xoff")
+    assert all(int(r["occupancy"]) < 8 for r in rows if r["event"] == "xon")
+    # its statistics as Prometheus series pass promtool
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+    from test_pause_io import render
+    text = render(prometheus_samples(stats, {"experiment": "t", "run": "r", "point": "0", "node": "n2"}))
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # stop() left link B at μ1
+    tbf = qdisc(bed, "n1", "n2")["1:"]
+    assert tbf["options"]["rate"] == round(spec.rate_bps(spec.link_b.rate) / 8)
+
+
+def test_no_pause_when_high_equals_the_buffer(chain, tmp_path):
+    spec = chain_spec(high=20, low=20)
+    bed, topo = chain(spec)
+    with chain_controller(spec, topo, bed, bed.commands) as ctl:
+        run_traffic(bed, topo)
+    stats = ctl.stats()
+    q2 = qdisc(bed, *topo.bottleneck)["10:"]
+    assert (stats.xoff, stats.xon, stats.paused_s, stats.latency_s) == (0, 0, 0.0, [])
+    assert stats.max_occupancy == 20 and stats.polls > 0
+    assert q2["drops"] > 0, q2
+
+
+def test_missing_downstream_queue_is_a_clear_error(chain):
+    spec = chain_spec(high=12, low=8)
+    bed, topo = chain(spec)
+    cfg = chain_config(spec, topo, bed)
+    cfg.down_handle = "77:"
+    with pytest.raises(RunError, match=r"qdisc 77:.*No such file"):
+        EmulatedPause(cfg, bed.commands).start()
+    # the failed start left link B running at μ1
+    assert qdisc(bed, "n1", "n2")["1:"]["options"]["rate"] == round(spec.rate_bps(spec.link_b.rate) / 8)
+
+
+def test_quanta_mode_refreshes_and_expires(chain, tmp_path):
+    """802.3x semantics on the emulated link: an XOFF pauses for its quanta only. Refreshed at half the pause
+    time it holds node 1 until the XON; refreshed too late, node 1 resumes on its own (an expiry) in between."""
+    spec = chain_spec(high=12, low=8)
+    spec.pause.quanta = 500   # 500 x 512 bit at 12.1 Mbit/s = 21 ms, less than draining 13 -> 7 at 150 pkt/s
+    bed, topo = chain(spec)
+    with chain_controller(spec, topo, bed, bed.commands, events_csv=tmp_path / "held.csv") as ctl:
+        run_traffic(bed, topo)
+    held = ctl.stats()
+    assert held.xoff > 0 and held.refreshes > 0 and held.expiries == 0
+    assert qdisc(bed, *topo.bottleneck)["10:"]["drops"] <= 2
+    events = [r["event"] for r in csv.DictReader(open(tmp_path / "held.csv"))]
+    assert "refresh" in events and events.count("xoff") == held.xoff
+
+    cfg = chain_config(spec, topo, bed)
+    cfg.refresh = 0.2          # ten times the pause time: the pause runs out first
+    drops_before = qdisc(bed, *topo.bottleneck)["10:"]["drops"]
+    with EmulatedPause(cfg, bed.commands, events_csv=tmp_path / "late.csv") as ctl:
+        run_traffic(bed, topo)
+    late = ctl.stats()
+    assert late.expiries > 0
+    events = [r["event"] for r in csv.DictReader(open(tmp_path / "late.csv"))]
+    assert events.count("expiry") == late.expiries
+    # node 1 runs at μ1 again while node 2 is still above T2: its queue fills up and overflows
+    assert late.max_occupancy == 20
+    assert qdisc(bed, *topo.bottleneck)["10:"]["drops"] > drops_before
+
+
+def test_stop_restores_the_link_after_the_controller_died(chain):
+    """The controller process killed mid-run (possibly with node 1 paused): stop() still puts link B back at
+    μ1 and returns what was counted."""
+    import signal
+
+    spec = chain_spec(high=12, low=8)
+    bed, topo = chain(spec)
+    s, d = topo.pairs[0]
+    ctl = chain_controller(spec, topo, bed, bed.commands)
+    ctl.start()
+    server = bed.popen(d, ["iperf3", "-s", "-1", "-p", "5396"])
+    client = None
+    try:
+        time.sleep(0.5)
+        client = bed.popen(s, ["iperf3", "-c", bed.address(d), "-p", "5396", "-t", "3", "-P", "4", "-C", "reno"])
+        deadline = time.time() + 10
+        while ctl.stats().xoff == 0 and time.time() < deadline:
+            time.sleep(0.05)
+        os.kill(ctl.proc.pid, signal.SIGKILL)
+        stats = ctl.stop()
+    finally:
+        for p in (client, server):
+            if p is not None:
+                p.kill()
+                p.wait()
+    assert stats.xoff > 0
+    assert ctl.proc.returncode == -signal.SIGKILL
+    assert qdisc(bed, "n1", "n2")["1:"]["options"]["rate"] == round(spec.rate_bps(spec.link_b.rate) / 8)

@@ -1,0 +1,88 @@
+"""The pure parts of the PAUSE I/O modules: frame encoding and decoding, driver counter names."""
+import re
+
+import pytest
+
+from topologies.pause.ethtool import normalise_counters, parse_stats_text
+from topologies.pause.frames import decode, pause_frame
+
+
+def test_frame_layout():
+    f = pause_frame("02:00:00:00:00:01", 0x1234)
+    assert len(f) == 60
+    assert f[:6] == bytes.fromhex("0180c2000001") and f[6:12] == bytes.fromhex("020000000001")
+    assert f[12:14] == b"\x88\x08" and f[14:16] == b"\x00\x01" and f[16:18] == b"\x12\x34"
+    assert f[18:] == b"\0" * 42
+    d = decode(f)
+    assert (d.dst, d.src, d.ethertype, d.opcode, d.quanta) == ("01:80:c2:00:00:01", "02:00:00:00:00:01",
+                                                               0x8808, 1, 0x1234)
+    assert decode(pause_frame("02:00:00:00:00:01", 0)).quanta == 0
+
+
+@pytest.mark.parametrize("quanta", [-1, 65536])
+def test_frame_quanta_range(quanta):
+    with pytest.raises(ValueError):
+        pause_frame("02:00:00:00:00:01", quanta)
+
+
+def test_decode_ignores_other_frames():
+    ipv4 = bytes(12) + b"\x08\x00" + bytes(46)
+    assert decode(ipv4) is None
+    other_opcode = bytearray(pause_frame("02:00:00:00:00:01", 5))
+    other_opcode[15] = 0x02   # PFC (802.1Qbb) uses opcode 0x0101; anything but 1 is not PAUSE
+    assert decode(bytes(other_opcode)) is None
+    assert decode(b"short") is None
+
+
+def test_parse_stats_text():
+    text = "NIC statistics:\n     rx_packets: 12\n     rx_flow_control_xoff: 3\n     odd line\n"
+    assert parse_stats_text(text) == {"rx_packets": 12, "rx_flow_control_xoff": 3}
+
+
+def test_driver_counters_normalised():
+    # veth's -S counters (peer_ifindex, xdp...) mean nothing for PAUSE; e1000e's do
+    assert normalise_counters("veth", {"peer_ifindex": 2, "rx_queue_0_drops": 0}) == {}
+    e1000e = {"rx_flow_control_xon": 1, "rx_flow_control_xoff": 4, "tx_flow_control_xon": 0,
+              "tx_flow_control_xoff": 2, "rx_packets": 99}
+    assert normalise_counters("e1000e", e1000e) == {"rx_xon": 1, "rx_xoff": 4, "tx_xon": 0, "tx_xoff": 2,
+                                                    "rx_pause": 5, "tx_pause": 2}
+    assert normalise_counters("mlx5_core", {"rx_pause_ctrl_phy": 3, "tx_pause_ctrl_phy": 1}) == \
+        {"rx_pause": 3, "tx_pause": 1}
+    assert normalise_counters("i40e", {"port.link_xoff_rx": 7}) == {"rx_xoff": 7, "rx_pause": 7}
+
+
+def test_prometheus_samples_pass_promtool_names():
+    from experiments.exporter import HELP
+    from topologies.pause.emulated import PAUSE_HELP, PauseStats, prometheus_samples
+
+    stats = PauseStats(xoff=3, xon=2, paused_s=1.5, paused=True, latency_s=[2e-4, 3e-4, 1e-3])
+    samples = prometheus_samples(stats, {"experiment": "e", "run": "r", "point": "0"})
+    assert {s.name for s in samples} == set(PAUSE_HELP)
+    merged = {**HELP, **PAUSE_HELP}
+    assert all(n.endswith("_total") == (merged[n][0] == "counter") for n in PAUSE_HELP)
+    quant = {s.labels["stat"]: s.value for s in samples if s.name == "pause_reaction_seconds"}
+    assert quant == {"p50": 3e-4, "p90": 1e-3, "p99": 1e-3, "max": 1e-3}
+    text = render(samples)
+    assert re.search(r"^# TYPE ccrig_pause_xoff(_total)? counter$", text, re.M)
+    assert re.search(r"^# TYPE ccrig_pause_reaction_seconds gauge$", text, re.M)
+    assert 'ccrig_pause_reaction_seconds{experiment="e",point="0",run="r",stat="p50"} 0.0003' in text
+
+
+def render(samples) -> str:
+    """The exposition text of samples, with the pause series' types merged into the exporter's table."""
+    from experiments.exporter import HELP, families
+    from prometheus_client import CollectorRegistry, generate_latest
+    from topologies.pause.emulated import PAUSE_HELP
+
+    class Collector:
+        def collect(self):
+            yield from families(samples)
+    added = {k: v for k, v in PAUSE_HELP.items() if k not in HELP}
+    HELP.update(added)
+    try:
+        reg = CollectorRegistry()
+        reg.register(Collector())
+        return generate_latest(reg).decode()
+    finally:
+        for k in added:
+            HELP.pop(k)
