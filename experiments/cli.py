@@ -167,6 +167,11 @@ def print_summary(summary: dict) -> None:
         s = p["system"]
         t.add_row("system", "", *[_fmt(s[m], u) for m, _, u in cols], _fmt(s["jain"], ""), style="bold")
         console.print(t)
+        gain = p.get("pause_gain")
+        if gain and gain.get("percent") is not None:
+            lo, hi = gain.get("ci95") or (None, None)
+            ci = f" (95 % CI {lo:.1f} .. {hi:.1f})" if lo is not None else ""
+            console.print(f"PAUSE gain: goodput {gain['percent']:+.1f} %{ci} against the same point without PAUSE")
 
 
 @app.command()
