@@ -55,8 +55,11 @@ class Commands:
         self._log(full, str(proc.returncode), input)
         if check and proc.returncode != 0:
             msg = (proc.stderr or proc.stdout).strip().splitlines()
-            raise RunError(f"command failed ({proc.returncode}): {shlex.join(full)}: "
-                           f"{msg[-1] if msg else 'no output'}")
+            # a batch or script names its failing line after the error itself: show the error
+            errors = [m for m in msg if m.startswith(("Error", "RTNETLINK", "Cannot", "ethtool:"))]
+            shown = errors[0] if errors else (msg[-1] if msg else "no output")
+            what = shlex.join(full) if input is None else f"{shlex.join(full)} (batch in commands.log)"
+            raise RunError(f"command failed ({proc.returncode}): {what}: {shown}")
         return proc
 
     def batch(self, argv: list[str], lines: list[list[str]], ns: str | None = None, timeout: float = 60) -> None:

@@ -30,7 +30,7 @@ from .collectors import FlowSampler, QdiscReader
 from .commands import Commands
 from .errors import InputError, RunError
 from .exporter import SERIES, Exporter, Sample, qdisc_samples, series_sample
-from .preflight import needs
+from .preflight import Need, needs
 from .backfill import LOG_NAME, SampleLog
 from .prometheus_server import PrometheusServer
 from . import pause_run
@@ -98,6 +98,12 @@ class Runner:
     # --- the whole run ----------------------------------------------------------------------------------
     def preflight(self) -> None:
         missing = [n for n in needs(self.points, self.commands, self.opt.prefix) if not n.ok]
+        # what Mininet needs (its tools, the switch kind), asked without setting anything up; the hosts
+        # testbed checks its hosts over SSH as the first step of up(), keeping the connections it opens
+        exp = self.points[0].experiment
+        if exp.testbed == "mininet":
+            bed = make_testbed(exp.testbed, exp.topology.build(exp.n_flows), self.commands, self.opt.prefix, exp)
+            missing += [Need("the mininet testbed", "testbed", False, why) for why in bed.preflight()]
         if missing:
             raise InputError("preflight: " + "; ".join(n.problem() for n in missing))
 

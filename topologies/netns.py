@@ -57,7 +57,12 @@ class NetnsTestbed(Testbed):
             for x in ifs[node.name]:
                 lines += [["addr", "add", f"{x.address}/{x.prefix}", "dev", x.name],
                           ["link", "set", x.name, "up"]]
-            lines += [["route", "add", subnet, "via", via] for subnet, via in routes[node.name]]
+            if len(ifs[node.name]) == 1 and routes[node.name]:
+                # a host with one interface needs one default route, not one per subnet (30 senders would
+                # otherwise add thousands of routes); in a namespace of its own it clobbers nothing
+                lines.append(["route", "add", "default", "via", ifs[node.name][0].peer_address])
+            else:
+                lines += [["route", "add", subnet, "via", via] for subnet, via in routes[node.name]]
             steps.append((["ip", "-n", ns, "-batch", "-"], batch_text(lines)))
             for x in ifs[node.name]:
                 # offloads are ethtool's alone; GRO at a router's ingress would re-merge packets
