@@ -36,7 +36,7 @@ experiment: deps
 	$(CCRIG) run $(SPEC)
 
 test: deps
-	$(PY) -m pytest -ra tests
+	$(PY) -m pytest -ra --durations=25 tests
 
 test-unit: deps-python
 	$(PY) -m pytest -ra tests/unit
