@@ -285,6 +285,14 @@ def test_poly_presets_follow_table1(path, ccs, preset):
     got = statistics.median(w - ss for w, ss, _ in events)
     want = statistics.median(w - law.loss_window(w) for w, _, _ in events)
     assert want / 2 - 1.5 <= got <= 2 * want + 1.5, (preset, got, want, events)
+    if statistics.median(w - law.loss_window(w) for w, _, _ in events) <= 1.5:
+        # an additive decrease of about one segment keeps the window at the drop point of a drop-tail queue:
+        # it loses again within the round trip that would show the increase, so the increase cannot be read
+        # off this path; what shows is that the window comes back to W after every loss
+        back = [after for _, _, after in events if after is not None]
+        wmax = statistics.median(w for w, _, _ in events)
+        assert back and statistics.median(back) >= wmax - 1.5, (preset, back, wmax)
+        return
     g, w = growth_per_rtt(samples)
     want = law.increase(round(w))
     assert g > 0 and want / 3 <= g <= want * 3, (preset, g, w, want)
