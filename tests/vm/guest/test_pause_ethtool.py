@@ -29,6 +29,15 @@ def e1000e_nics() -> list[str]:
     return out
 
 
+def wait_carrier(devs, timeout: float = 20) -> None:
+    """Until both ends have carrier: the emulated e1000e renegotiates (link down for seconds under TCG) when
+    its pause settings change, and frames sent meanwhile are lost."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and not all(Path(f"/sys/class/net/{d}/carrier").read_text().strip() == "1"
+                                              for d in devs):
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def nics(commands):
     commands.run(["modprobe", "e1000e"], check=False)
@@ -39,10 +48,7 @@ def nics(commands):
                     "-netdev hubport,id=ccp2,hubid=7 -device e1000e,netdev=ccp2'")
     for dev in found[:2]:
         commands.run(["ip", "link", "set", dev, "up"])
-    deadline = time.time() + 10
-    while time.time() < deadline and not all(Path(f"/sys/class/net/{d}/carrier").read_text().strip() == "1"
-                                              for d in found[:2]):
-        time.sleep(0.2)
+    wait_carrier(found[:2])
     yield found[:2]
     for dev in found[:2]:
         commands.ok(["ip", "link", "set", dev, "down"])
@@ -77,10 +83,12 @@ def test_pause_frames_from_one_nic_to_the_other(nics, commands):
     tool = Ethtool(commands)
     with NicPause(commands) as pause:
         pause.enable(None, rx, PauseParams(autoneg=False, rx=True, tx=True))
+        time.sleep(0.5)  # the renegotiation starts a moment after the settings change
+        wait_carrier(nics)
         before = tool.counters(rx)
         raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_MAC_CONTROL))
         raw.bind((rx, ETH_P_MAC_CONTROL))
-        raw.settimeout(2)
+        raw.settimeout(5)
         sender = FrameSender(tx)
         for quanta in (100, 200, 0):
             sender.send(quanta)
