@@ -253,7 +253,10 @@ def test_alphabeta_on_the_wire(path, ccs, preset):
     law = laws.PRESETS[preset]
     result, samples = run_law_flow(path, names[preset])
     assert result["end"]["sender_tcp_congestion"] == names[preset]
-    assert {f["cc"] for _, f in samples} == {names[preset]}
+    # iperf3 sets the congestion control just after creating the socket: the first samples may still show the
+    # namespace's default, every later one the preset
+    used = [f["cc"] for _, f in samples]
+    assert used[-1] == names[preset] and used.count(names[preset]) >= len(used) - 3, set(used)
     events = loss_events(samples)[1:]
     assert len(events) >= 2, f"only {len(events)} loss events in {SECONDS} s after slow start"
     # after a loss ssthresh = floor(beta W), and cwnd comes back to it when recovery ends: medians over
