@@ -14,6 +14,7 @@ from . import metrics
 
 COUNTERS = ("bytes_acked", "bytes_sent", "total_retrans", "data_segs_out", "dsack_dups", "bytes_received",
             "data_segs_in")
+UNSET_U32 = 0xFFFFFFFF  # tcpi_min_rtt before the first RTT sample (the kernel's minmax starts at ~0U)
 
 
 def counter_at(times: Sequence[float], values: Sequence[float], t: float) -> float:
@@ -52,6 +53,12 @@ class FlowSeries:
         vals = self.fields.get(name, [])[lo:hi]
         return sum(vals) / len(vals) if vals else None
 
+    def minimum(self, name: str, a: float, b: float) -> float | None:
+        """The smallest valid value of a gauge inside [a, b] (0 and ~0U mean "no measurement yet")."""
+        lo, hi = bisect_right(self.t, a), bisect_right(self.t, b)
+        vals = [v for v in self.fields.get(name, [])[lo:hi] if 0 < v < UNSET_U32]
+        return min(vals) if vals else None
+
 
 def flow_interval(snd: FlowSeries, a: float, b: float, t_max: float) -> dict:
     """The metrics of one flow over [a, b], from its sender's counters; t_max is its fair share."""
@@ -62,6 +69,7 @@ def flow_interval(snd: FlowSeries, a: float, b: float, t_max: float) -> dict:
     retrans = snd.delta("total_retrans", a, b)
     spurious = snd.delta("dsack_dups", a, b)
     rtt_us = snd.mean("rtt_us", a, b)
+    min_rtt_us = snd.minimum("min_rtt_us", a, b)
     return {
         "goodput_bps": g, "throughput_bps": t,
         "eee": metrics.eee(t, g, t_max), "uar": metrics.uar(t, g, t_max),
@@ -69,6 +77,8 @@ def flow_interval(snd: FlowSeries, a: float, b: float, t_max: float) -> dict:
         "loss": metrics.ratio(max(0.0, retrans - spurious), sent),
         "retrans_rate": metrics.ratio(retrans, sent),
         "rtt_s": None if rtt_us is None else rtt_us / 1e6,
+        # the path's base RTT as TCP sees it (no queueing): what a configured delay is checked against
+        "min_rtt_s": None if min_rtt_us is None else min_rtt_us / 1e6,
         "cwnd": snd.mean("snd_cwnd", a, b),
         # raw counts, for the system's totals
         "segs_sent": sent, "segs_retrans": retrans,
@@ -80,12 +90,14 @@ def system_interval(flows: Sequence[dict], t_max: float, dropped: float, offered
     g = sum(f["goodput_bps"] for f in flows)
     t = sum(f["throughput_bps"] for f in flows)
     rtts = [f["rtt_s"] for f in flows if f["rtt_s"] is not None]
+    mins = [f["min_rtt_s"] for f in flows if f.get("min_rtt_s") is not None]
     return {
         "goodput_bps": g, "throughput_bps": t,
         "eee": metrics.eee(t, g, t_max), "uar": metrics.uar(t, g, t_max),
         "loss": metrics.ratio(dropped, offered),
         "retrans_rate": metrics.ratio(sum(f["segs_retrans"] for f in flows), sum(f["segs_sent"] for f in flows)),
         "rtt_s": sum(rtts) / len(rtts) if rtts else None,
+        "min_rtt_s": min(mins) if mins else None,
         "cwnd": None,
         "segs_sent": sum(f["segs_sent"] for f in flows), "segs_retrans": sum(f["segs_retrans"] for f in flows),
         "jain": metrics.jain([f["goodput_bps"] for f in flows]),

@@ -36,7 +36,7 @@ SWEEP_METRICS = [("goodput_bps", "goodput (Mbit/s)", 1e-6), ("throughput_bps", "
                  ("eee", "EEE", 1.0), ("uar", "UAR", 1.0), ("loss", "loss", 1.0), ("jain", "Jain fairness", 1.0)]
 TABLE_METRICS = [("goodput_bps", "goodput Mbit/s", 1e-6), ("throughput_bps", "throughput Mbit/s", 1e-6),
                  ("eee", "EEE", 1.0), ("uar", "UAR", 1.0), ("loss", "loss", 1.0), ("retrans_rate", "retrans", 1.0),
-                 ("rtt_s", "RTT ms", 1e3)]
+                 ("rtt_s", "RTT ms", 1e3), ("min_rtt_s", "min RTT ms", 1e3)]
 MSS_BYTES = 1448  # payload of a 1500-byte Ethernet frame with TCP timestamps: the segment size of the predictions
 MIN_RTO_S = 0.2  # Linux's minimum retransmission timeout; T0 for the GAIMD prediction is MIN_RTO_S + RTT
 

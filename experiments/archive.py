@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 INTERVAL_COLUMNS = ["interval", "t_start", "t_end", "flow", "cc", "goodput_bps", "throughput_bps", "eee", "uar",
-                    "loss", "retrans_rate", "rtt_s", "cwnd", "jain"]
+                    "loss", "retrans_rate", "rtt_s", "min_rtt_s", "cwnd", "jain"]
 TRACE_COLUMNS = ["t", "flow", "cwnd", "ssthresh", "srtt_s", "bytes_acked", "bytes_sent", "ca_state", "total_retrans"]
 QDISC_COLUMNS = ["t", "node", "dev", "class", "kind", "handle", "parent", "sent_packets", "sent_bytes", "dropped",
                  "overlimits", "requeues", "backlog_packets", "backlog_bytes"]

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import CcrigError, InputError
+from .errors import CcrigError, InputError, RunError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="ccrig: congestion-control experiments on real Linux kernels. "
@@ -114,7 +114,8 @@ def run_in_vm(spec: Path, set_: list[str], exp, out: Path, prometheus: str, prom
     if missing:
         raise InputError("preflight (vm testbed): " + "; ".join(n.problem() for n in missing))
     import math
-    n_runs = math.prod(len(v) for v in exp.sweep.values()) * exp.repetitions
+    # pause_gain runs every point twice (with PAUSE and without)
+    n_runs = math.prod(len(v) for v in exp.sweep.values()) * exp.repetitions * (2 if exp.pause_gain else 1)
     # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
     timeout = 600 + 3 * n_runs * (exp.duration + 15)
     r = vm.run_experiment(spec, set_, out, exp.vm, timeout=timeout, name=run_prefix())
@@ -197,11 +198,15 @@ def preflight(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"
 
 @app.command()
 def clean(prefix: str = typer.Option("ccrig-", help="remove only what carries this name prefix"),
-          prometheus: bool = typer.Option(False, "--prometheus", help="also stop the local Prometheus server")):
+          prometheus: bool = typer.Option(False, "--prometheus", help="also stop the local Prometheus server"),
+          inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="also clean the experiment "
+                                                   "hosts of this Ansible inventory over SSH")):
     """Remove everything ccrig may have left: namespaces (and their processes, veths and qdiscs),
-    congestion-control variants, stale Prometheus targets."""
+    congestion-control variants, stale Prometheus targets, SSH connections of hosts runs; with -i, on the
+    inventory's hosts too: processes and directories of hosts runs, their congestion-control variants, and
+    the experiment addresses, routes and root qdiscs on the mapped interfaces."""
     from .cleanup import clean_all
-    for line in clean_all(prefix, stop_prometheus=prometheus):
+    for line in clean_all(prefix, stop_prometheus=prometheus, inventory=inventory):
         console.print(line)
 
 
@@ -215,6 +220,32 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory (results/ru
     from analysis.report import report as make_report
     path = make_report(run_dir, out, repetition)
     console.print(f"report: {path}")
+
+
+@app.command()
+def compare(run_a: Path = typer.Argument(..., help="the reference run directory"),
+            run_b: Path = typer.Argument(..., help="the run to compare with it (same spec, e.g. another testbed)"),
+            tolerance: Optional[float] = typer.Option(
+                None, help="exit 1 if a class of alike flows or the system differs by more than this fraction")):
+    """Goodput of two runs of one spec side by side, flows alike (same cc, workload, start) pooled."""
+    from analysis.compare import compare as compare_runs, outside
+    if tolerance is not None and not 0 < tolerance < 1:
+        raise InputError(f"--tolerance: got {tolerance!r}; expected a fraction between 0 and 1, e.g. 0.1")
+    rows = compare_runs(run_a, run_b)
+    table = Table(title=f"{run_b.name} against {run_a.name} (goodput, Mbit/s)")
+    for col in ("point", "flows alike", "flows", "A", "B", "B/A"):
+        table.add_column(col, justify="left" if col == "flows alike" else "right")
+    for r in rows:
+        table.add_row(str(r["point"]), r["class"], ",".join(map(str, r["flows"])),
+                      *[("–" if v is None else f"{v / 1e6:.3f}") for v in (r["a_bps"], r["b_bps"])],
+                      "–" if r["ratio"] is None else f"{r['ratio']:.3f}")
+    console.print(table)
+    if tolerance is not None:
+        bad = outside(rows, tolerance)
+        if bad:
+            raise RunError(f"compare: {len(bad)} of {len(rows)} rows differ by more than {tolerance:g}: "
+                           + "; ".join(f"point {r['point']} {r['class']}: B/A {r['ratio']}" for r in bad))
+        console.print(f"every row within {tolerance:g} of RUN_A")
 
 
 _mount("tcp_modules.cli", "cc", "Congestion-control laws: list what the kernel offers, load or unload a variant.")

@@ -29,6 +29,7 @@ HELP = {
     "flow_loss_ratio": ("gauge", "Segments lost / sent (non-spurious retransmissions)"),
     "flow_retrans_ratio": ("gauge", "Segments retransmitted / sent"),
     "flow_rtt_seconds": ("gauge", "Smoothed RTT from TCP_INFO, mean over the interval"),
+    "flow_min_rtt_seconds": ("gauge", "Smallest RTT TCP measured in the interval (tcpi_min_rtt): the path without queueing"),
     "flow_cwnd_segments": ("gauge", "Congestion window, mean over the interval"),
     "system_goodput_bytes_per_second": ("gauge", "Sum of the flows' goodput"),
     "system_throughput_bytes_per_second": ("gauge", "Sum of the flows' throughput"),
@@ -37,6 +38,7 @@ HELP = {
     "system_loss_ratio": ("gauge", "Packets dropped / offered at the bottleneck"),
     "system_retrans_ratio": ("gauge", "Segments retransmitted / sent, all flows"),
     "system_rtt_seconds": ("gauge", "Mean of the flows' smoothed RTT"),
+    "system_min_rtt_seconds": ("gauge", "Smallest of the flows' min RTT"),
     "system_jain_fairness": ("gauge", "Jain's fairness index over the flows' goodput"),
     "qdisc_sent_packets": ("counter", "Packets sent by the queue discipline"),
     "qdisc_sent_bytes": ("counter", "Bytes sent by the queue discipline"),
@@ -52,7 +54,7 @@ HELP = {
 # is the byte, so rates in bits per second are exported in bytes per second
 SERIES = {"goodput_bps": ("goodput_bytes_per_second", 1 / 8), "throughput_bps": ("throughput_bytes_per_second", 1 / 8),
           "eee": ("eee", 1), "uar": ("uar", 1), "loss": ("loss_ratio", 1), "retrans_rate": ("retrans_ratio", 1),
-          "rtt_s": ("rtt_seconds", 1), "cwnd": ("cwnd_segments", 1), "jain": ("jain_fairness", 1)}
+          "rtt_s": ("rtt_seconds", 1), "min_rtt_s": ("min_rtt_seconds", 1), "cwnd": ("cwnd_segments", 1), "jain": ("jain_fairness", 1)}
 
 
 def series_sample(scope: str, metric: str, labels: dict, value: float, ts: float | None) -> "Sample":

@@ -59,16 +59,20 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
                     egress_argv(x.name, x.egress, topo.mtu, max(1, len(topo.pairs)), sources)
                 except ValueError as e:
                     raise InputError(f"topology ({x.node}->{x.peer} link): {e}") from None
-    if kinds and os.geteuid() == 0 and shutil.which("tc"):
+    # on the hosts testbed the kernels that matter are the hosts': their laws are checked on each host before
+    # anything is loaded (tcp_modules.manager.CcSet), their tools when the testbed connects
+    local = points[0].experiment.testbed != "hosts"
+    if local and kinds and os.geteuid() == 0 and shutil.which("tc"):
         from qdiscs import probe
         have = probe.available(commands, prefix)
         for kind, by in kinds.items():
             out.append(Need(f"the {kind} queue discipline", by, kind in have,
                             probe.missing_message(kind, release)))
-    from tcp_modules.manager import CcManager
-    ccs = [f.cc for p in points for f in p.experiment.flows]
-    problems = CcManager(commands, prefix, points[0].experiment.cc_form).preflight(ccs)
-    out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
+    if local:
+        from tcp_modules.manager import CcManager
+        ccs = [f.cc for p in points for f in p.experiment.flows]
+        problems = CcManager(commands, prefix, points[0].experiment.cc_form).preflight(ccs)
+        out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
     from .pause_run import needs as pause_needs
     out += pause_needs(points, commands, prefix)
     # one line per distinct need

@@ -36,7 +36,7 @@ from .prometheus_server import PrometheusServer
 from . import pause_run
 from .workloads import BulkFlow, Traffic, make_flow, transfers
 
-METRICS = ["goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s"]
+METRICS = ["goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s"]
 TRACE_PERIOD = 0.02   # seconds: congestion events are shorter than an interval
 GRACE = 0.1           # seconds past a boundary before its interval is computed (a sample past it must arrive)
 
@@ -147,25 +147,51 @@ class Runner:
         return RunResult(run_dir, self.summary, self.prom_url)
 
     def _load_ccs(self) -> None:
-        """Loads the congestion controls every point needs (modules or BPF), once for the whole run."""
-        from tcp_modules.manager import CcManager
-        self.cc = CcManager(self.commands, self.opt.prefix, self.exp.cc_form)
-        self.cc_names = self.cc.prepare([f.cc for p in self.points for f in p.experiment.flows])
+        """Loads the congestion controls every point needs (modules or BPF), once for the whole run. On the
+        hosts testbed each flow's law is loaded on its sender's host, under that host's own name (iperf3's
+        server only tries the sender's name on its socket and carries on without it; a receiver sends no
+        data), over SSH connections of their own kept for the whole run: each repetition's testbed connects
+        and disconnects, the laws outlive it."""
+        from tcp_modules.manager import CcSet, RemoteSystem
+        hosts = self.exp.testbed == "hosts"
+        ccs: dict = {}   # the sender node on hosts (None: this machine) -> its flows' cc values
+        for p in self.points:
+            e = p.experiment
+            topo = e.topology.build(e.n_flows)
+            for i, f in enumerate(e.flow_list()):
+                ccs.setdefault(topo.pairs[i % len(topo.pairs)][0] if hosts else None, []).append(f.cc)
+        systems = {None: None}
+        if hosts:
+            from topologies.hosts import NodeConnections
+            self.cc_hosts = NodeConnections(list(ccs), self.commands, self.opt.prefix)
+            problems = self.cc_hosts.open()
+            if problems:
+                raise InputError("hosts testbed: " + "; ".join(problems))
+            systems = {n: RemoteSystem.of(self.cc_hosts.hosts[n], c) for n, c in self.cc_hosts.conns.items()}
+        self.cc = CcSet(self.commands, self.opt.prefix, self.exp.cc_form, systems)
+        self.cc.prepare(ccs)
         self.env["congestion_controls"] = self.cc.describe()
         self.archive.write_json("env.json", self.env)
 
     def _release_ccs(self) -> None:
-        if getattr(self, "cc", None) is not None:
-            left = self.cc.release()
-            if left:
-                print(f"warning: could not remove congestion control(s) {', '.join(left)}; run `ccrig clean`")
+        try:
+            if getattr(self, "cc", None) is not None:
+                left = self.cc.release()
+                if left:
+                    print(f"warning: could not remove congestion control(s) {', '.join(left)}; run `ccrig clean`"
+                          + (" -i INVENTORY" if getattr(self, "cc_hosts", None) is not None else ""))
+        finally:
+            if getattr(self, "cc_hosts", None) is not None:
+                self.cc_hosts.close()
 
     # --- one repetition of one point ------------------------------------------------------------------
     def run_repetition(self, point: specmod.Point, rep: int, out: Path | None = None) -> dict:
         exp = point.experiment
         topo = exp.topology.build(exp.n_flows)
         out = out or self.archive.rep_dir(point.index, rep)
-        flows = [make_flow(f.workload, i, self.cc_names[f.cc_label], f.cc_label, *topo.pairs[i % len(topo.pairs)],
+        pairs = [topo.pairs[i % len(topo.pairs)] for i in range(exp.n_flows)]
+        # the kernel's name for the flow's law on its sender (per host on the hosts testbed)
+        flows = [make_flow(f.workload, i, self.cc.kernel_name(pairs[i][0], f.cc_label), f.cc_label, *pairs[i],
                            start=f.start, duration=exp.duration)
                  for i, f in enumerate(exp.flow_list())]
         self.testbed = make_testbed(exp.testbed, topo, self.commands, self.opt.prefix, exp)

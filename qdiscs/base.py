@@ -10,10 +10,11 @@ means the same thing for every discipline.
 """
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from typing import Annotated, ClassVar, Optional, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
+from experiments.fields import TimeField
 from experiments.units import Size, parse_size
 
 # tc's default queue length for a device (txqueuelen), used when neither the discipline nor the link sets one
@@ -70,6 +71,18 @@ def to_bytes(v):
     if size.bytes is None:
         raise ValueError(f"got {v!r}; expected bytes such as 30000 or \"30kb\"")
     return check_positive(size.bytes)
+
+
+def positive_time(v):
+    if v is not None and v <= 0:
+        raise ValueError(f"got {v:g}s; expected a positive time such as 5ms")
+    return v
+
+
+# The parameter kinds the disciplines share, validated alike (pydantic's error location names the field):
+Count = Annotated[Optional[int], AfterValidator(check_positive)]            # packets, buckets: at least 1
+Bytes = Annotated[Union[int, str, None], AfterValidator(to_bytes)]          # 30000 or "30kb"
+PositiveTime = Annotated[Optional[TimeField], AfterValidator(positive_time)]  # "5ms"
 
 
 def tc_time(seconds: float) -> str:

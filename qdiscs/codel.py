@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import field_validator
-
 from experiments.fields import TimeField
-from .base import Qdisc, check_positive, packet_limit, tc_time, to_bytes
+from .base import Bytes, Count, PositiveTime, Qdisc, packet_limit, tc_time
 
 
 def _aqm_args(q, buffer, mtu) -> list[str]:
@@ -24,30 +22,16 @@ def _aqm_args(q, buffer, mtu) -> list[str]:
     return args
 
 
-def _positive_time(v):
-    if v is not None and v <= 0:
-        raise ValueError(f"got {v:g}s; expected a positive time such as 5ms")
-    return v
-
-
 class Codel(Qdisc):
     kind: Literal["codel"] = "codel"
     module: ClassVar[str] = "sch_codel"
-    limit: int | None = None            # packets (default: the link's buffer)
-    target: TimeField | None = None     # acceptable standing queue delay (kernel default 5ms)
-    interval: TimeField | None = None   # the window over which the delay must exceed target (100ms)
+    limit: Count = None                 # packets (default: the link's buffer)
+    target: PositiveTime = None         # acceptable standing queue delay (kernel default 5ms)
+    interval: PositiveTime = None       # the window over which the delay must exceed target (100ms)
     ce_threshold: TimeField | None = None
     ecn: bool | None = None             # None: the kernel's default (off for codel, on for fq_codel)
 
-    @field_validator("limit")
-    @classmethod
-    def _limit(cls, v):
-        return check_positive(v)
 
-    @field_validator("target", "interval")
-    @classmethod
-    def _time(cls, v):
-        return _positive_time(v)
 
     def qdisc_args(self, buffer, rate_bps, mtu):
         return ["codel", *_aqm_args(self, buffer, mtu)]
@@ -56,19 +40,11 @@ class Codel(Qdisc):
 class FqCodel(Codel):
     kind: Literal["fq_codel"] = "fq_codel"
     module: ClassVar[str] = "sch_fq_codel"
-    flows: int | None = None            # hash buckets (kernel default 1024)
-    quantum: int | str | None = None    # bytes per round (kernel default 1514)
-    memory_limit: int | str | None = None
+    flows: Count = None                 # hash buckets (kernel default 1024)
+    quantum: Bytes = None               # bytes per round (kernel default 1514)
+    memory_limit: Bytes = None
 
-    @field_validator("flows")
-    @classmethod
-    def _flows(cls, v):
-        return check_positive(v)
 
-    @field_validator("quantum", "memory_limit")
-    @classmethod
-    def _bytes(cls, v):
-        return to_bytes(v)
 
     def qdisc_args(self, buffer, rate_bps, mtu):
         args = ["fq_codel", *_aqm_args(self, buffer, mtu)]

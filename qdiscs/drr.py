@@ -23,27 +23,17 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Literal, Sequence
 
-from pydantic import field_validator
-
 from experiments.errors import field_error
-from .base import Qdisc, check_positive, to_bytes, wire_bytes
+from .base import Bytes, Count, Qdisc, wire_bytes
 
 
 class Drr(Qdisc):
     kind: Literal["drr"] = "drr"
     module: ClassVar[str] = "sch_drr"
-    quantum: int | str | None = None  # bytes a class may send per round (default: one full-size packet)
-    class_limit: int | None = None     # packets in each class's queue (default: the link's buffer shared out)
+    quantum: Bytes = None             # bytes a class may send per round (default: one full-size packet)
+    class_limit: Count = None          # packets in each class's queue (default: the link's buffer shared out)
 
-    @field_validator("quantum")
-    @classmethod
-    def _quantum(cls, v):
-        return to_bytes(v)
 
-    @field_validator("class_limit")
-    @classmethod
-    def _limit(cls, v):
-        return check_positive(v)
 
     def qdisc_args(self, buffer, rate_bps, mtu):
         return ["drr"]

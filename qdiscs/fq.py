@@ -13,30 +13,22 @@ from pydantic import field_validator
 
 from experiments.errors import field_error
 from experiments.fields import RateField, TimeField
-from .base import Qdisc, check_positive, packet_limit, tc_time, to_bytes, wire_bytes
+from .base import Bytes, Count, Qdisc, check_positive, packet_limit, tc_time, wire_bytes
 
 
 class Fq(Qdisc):
     kind: Literal["fq"] = "fq"
     module: ClassVar[str] = "sch_fq"
-    limit: int | None = None          # packets in all flows (default: the link's buffer)
-    flow_limit: int | None = None     # packets per flow (default: the limit shared out among the flows)
-    quantum: int | str | None = None  # bytes a flow may send per round (kernel default 2 MTU)
-    initial_quantum: int | str | None = None
+    limit: Count = None               # packets in all flows (default: the link's buffer)
+    flow_limit: Count = None          # packets per flow (default: the limit shared out among the flows)
+    quantum: Bytes = None             # bytes a flow may send per round (kernel default 2 MTU)
+    initial_quantum: Bytes = None
     buckets: int | None = None        # hash table size (power of two)
     maxrate: RateField | None = None  # per-flow pacing cap
     pacing: bool = True
     ce_threshold: TimeField | None = None
 
-    @field_validator("limit", "flow_limit")
-    @classmethod
-    def _count(cls, v):
-        return check_positive(v)
 
-    @field_validator("quantum", "initial_quantum")
-    @classmethod
-    def _bytes(cls, v):
-        return to_bytes(v)
 
     @field_validator("buckets")
     @classmethod
@@ -72,9 +64,9 @@ class Sfq(Qdisc):
     kind: Literal["sfq"] = "sfq"
     module: ClassVar[str] = "sch_sfq"
     limit: int | None = None          # packets in all flows (default: the link's buffer, kernel cap 65535)
-    depth: int | None = None          # packets per flow (kernel default 127)
+    depth: Count = None               # packets per flow (kernel default 127)
     divisor: int | None = None        # hash buckets (power of two, kernel default 1024)
-    quantum: int | str | None = None  # bytes per round (kernel default 1 MTU)
+    quantum: Bytes = None             # bytes per round (kernel default 1 MTU)
     perturb: int | None = None        # seconds between hash reseeds (0: never, the kernel's default)
     headdrop: bool = False            # drop from the head of the longest flow rather than the tail
 
@@ -86,20 +78,12 @@ class Sfq(Qdisc):
             raise ValueError(f"got {v!r}; expected 2 to 65535 packets")
         return v
 
-    @field_validator("depth")
-    @classmethod
-    def _depth(cls, v):
-        return check_positive(v)
 
     @field_validator("perturb")
     @classmethod
     def _perturb(cls, v):
         return check_positive(v, allow_zero=True)
 
-    @field_validator("quantum")
-    @classmethod
-    def _bytes(cls, v):
-        return to_bytes(v)
 
     @field_validator("divisor")
     @classmethod

@@ -6,33 +6,21 @@ from typing import ClassVar, Literal
 
 from pydantic import field_validator
 
-from experiments.fields import TimeField
-from .base import Qdisc, check_positive, packet_limit, tc_time
+from .base import Count, PositiveTime, Qdisc, packet_limit, tc_time
 
 
 class Pie(Qdisc):
     kind: Literal["pie"] = "pie"
     module: ClassVar[str] = "sch_pie"
-    limit: int | None = None           # packets (default: the link's buffer)
-    target: TimeField | None = None    # target queueing delay (kernel default 15ms)
-    tupdate: TimeField | None = None   # probability update interval (kernel default 15ms)
+    limit: Count = None                # packets (default: the link's buffer)
+    target: PositiveTime = None        # target queueing delay (kernel default 15ms)
+    tupdate: PositiveTime = None       # probability update interval (kernel default 15ms)
     alpha: int | None = None           # 0..32, in units of 1/8 (kernel default 2)
     beta: int | None = None            # 0..32, in units of 1/8 (kernel default 20)
     ecn: bool = False
     bytemode: bool = False
     dq_rate_estimator: bool = False
 
-    @field_validator("limit")
-    @classmethod
-    def _limit(cls, v):
-        return check_positive(v)
-
-    @field_validator("target", "tupdate")
-    @classmethod
-    def _time(cls, v):
-        if v is not None and v <= 0:
-            raise ValueError(f"got {v:g}s; expected a positive time such as 15ms")
-        return v
 
     @field_validator("alpha", "beta")
     @classmethod

@@ -20,32 +20,24 @@ from pydantic import field_validator, model_validator
 
 from experiments.errors import field_error
 from experiments.fields import RateField
-from .base import Qdisc, byte_limit, check_positive, to_bytes, wire_bytes
+from .base import Bytes, Count, Qdisc, byte_limit, wire_bytes
 
 
 class Red(Qdisc):
     kind: Literal["red"] = "red"
     module: ClassVar[str] = "sch_red"
-    limit: int | str | None = None   # bytes: the hard cap on the real queue
-    min: int | str | None = None     # bytes of average queue where early drops start
-    max: int | str | None = None     # bytes of average queue where the drop probability is `probability`
-    avpkt: int | str | None = None   # bytes
-    burst: int | None = None         # packets
+    limit: Bytes = None              # bytes: the hard cap on the real queue
+    min: Bytes = None                # bytes of average queue where early drops start
+    max: Bytes = None                # bytes of average queue where the drop probability is `probability`
+    avpkt: Bytes = None              # bytes
+    burst: Count = None              # packets
     probability: float = 0.02
     bandwidth: RateField | None = None
     ecn: bool = False
     harddrop: bool = False
     adaptive: bool = False
 
-    @field_validator("limit", "min", "max", "avpkt")
-    @classmethod
-    def _bytes(cls, v):
-        return to_bytes(v)
 
-    @field_validator("burst")
-    @classmethod
-    def _burst(cls, v):
-        return check_positive(v)
 
     @field_validator("probability")
     @classmethod

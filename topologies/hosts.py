@@ -46,6 +46,7 @@ from .testbed import Testbed
 from .topology import Interface, Topology
 
 PROJECT = Path(__file__).resolve().parent.parent
+TCP_MODULES_DEFAULTS = PROJECT / "ansible" / "roles" / "tcp_modules" / "defaults" / "main.yml"
 SWITCH_SUBNET = "198.18.255"
 INVENTORY_ENV = "CCRIG_INVENTORY"  # the inventory a `testbed: hosts` run uses when none is passed
 EXPERIMENT_GROUPS = ("senders", "receivers", "routers")  # the inventory groups whose hosts play nodes
@@ -94,6 +95,20 @@ class InventoryHost:
     @property
     def where(self) -> str:
         return f"host {self.name} ({self.user}@{self.address}:{self.port})"
+
+    @property
+    def tcp_modules_dir(self) -> str:
+        """Where the tcp_modules role put the laws on this host: its tcp_modules_dir, else the role's default."""
+        d = self.vars.get("tcp_modules_dir")
+        if not d:
+            import yaml
+            d = yaml.safe_load(TCP_MODULES_DEFAULTS.read_text())["tcp_modules_dir"]
+        return str(d)
+
+    @property
+    def mapped_interfaces(self) -> list[str]:
+        """The experiment interfaces the inventory names on this host."""
+        return sorted(set(self.interfaces.values()) | ({self.interface} if self.interface else set()))
 
 
 @dataclass
@@ -328,6 +343,177 @@ def connect_all(hosts: list[InventoryHost], commands: Commands, control_dir: Pat
     return conns, problems
 
 
+def inventory_path(inventory: Path | str | None) -> Path:
+    """The inventory a `testbed: hosts` run uses: the one given, else $CCRIG_INVENTORY."""
+    if inventory is None:
+        inventory = os.environ.get(INVENTORY_ENV)
+        if not inventory:
+            raise InputError(f"testbed: got 'hosts' with no inventory; expected an Ansible inventory "
+                             f"(set {INVENTORY_ENV}=PATH, e.g. ansible/inventories/lab.example.yml)")
+    return Path(inventory)
+
+
+class NodeConnections:
+    """SSH connections to the hosts playing some topology nodes, apart from any testbed. The runner keeps them
+    for a whole run to load congestion controls on the senders' hosts and to remove them at the end, while
+    each repetition's testbed connects and disconnects (its down() closes its own connections)."""
+
+    def __init__(self, nodes: list[str], commands: Commands, prefix: str, inventory: Path | None = None):
+        self.nodes = list(nodes)
+        self.commands = commands
+        self.prefix = prefix
+        self.inventory_path = inventory_path(inventory)
+        self.hosts: dict[str, InventoryHost] = {}     # node -> host
+        self.conns: dict[str, SshHost] = {}           # node -> connection
+        self._control_dir: Path | None = None
+
+    def open(self) -> list[str]:
+        """Maps the nodes to hosts and connects to them; returns the problems, each naming host and reason."""
+        inv = Inventory.load(self.inventory_path, self.commands, arg="inventory")
+        problems = []
+        for n in self.nodes:
+            h = inv.host_for(n)
+            if h is None:
+                problems.append(f"node {n}: no inventory host plays it; add one with ccrig_node: {n} to {inv.path}")
+            elif h.local:
+                problems.append(f"host {h.name} plays node {n} but has ansible_connection local; the hosts "
+                                f"testbed reaches every node over SSH (use the netns testbed on this machine)")
+            else:
+                self.hosts[n] = h
+        if problems:
+            return problems
+        self._control_dir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-ssh-cc-"))
+        conns, problems = connect_all(list(self.hosts.values()), self.commands, self._control_dir)
+        self.conns = {n: conns[h.name] for n, h in self.hosts.items()}
+        return problems
+
+    def close(self) -> None:
+        """Closes every connection; never raises, safe to call twice."""
+        for conn in self.conns.values():
+            try:
+                conn.close()
+            except Exception:
+                pass
+        self.conns = {}
+        if self._control_dir is not None:
+            for f in self._control_dir.glob("*"):
+                f.unlink(missing_ok=True)
+            try:
+                self._control_dir.rmdir()
+            except OSError:
+                pass
+            self._control_dir = None
+
+
+# --- `ccrig clean -i INVENTORY`: what a killed run left on its hosts -----------------------------------
+
+# Ends the processes whose pid files are in the given run directories (POPEN_WRAPPER writes them), as root on
+# the host. A pid file is written just after its process started: a process that started at another time is
+# not the one it names (the pid was reused, or the file is not ours) and is left alone. Prints "pid command"
+# for each process it stopped.
+KILL_PIDFILES = r"""
+import glob, os, signal, sys, time
+btime = next(int(l.split()[1]) for l in open("/proc/stat") if l.startswith("btime"))
+hz = os.sysconf("SC_CLK_TCK")
+found = []
+def alive(pid):  # a zombie (already ended, not yet reaped) has an empty command line
+    try:
+        return bool(open(f"/proc/{pid}/cmdline", "rb").read())
+    except OSError:
+        return False
+for d in sys.argv[1:]:
+    for f in sorted(glob.glob(os.path.join(d, "p*.pid"))):
+        try:
+            pid, written = int(open(f).read().split()[0]), os.stat(f).st_mtime
+            started = btime + int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19]) / hz
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        if pid > 1 and written - 10 <= started <= written + 2:
+            found.append((pid, cmd))
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    for pid, _ in found:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    deadline = time.time() + 2
+    while time.time() < deadline and any(alive(p) for p, _ in found):
+        time.sleep(0.05)
+for pid, cmd in found:
+    print(pid, cmd)
+"""
+
+
+def run_dirs(conn: SshHost, prefix: str) -> list[str]:
+    """The remote directories (/tmp/<run prefix>-<host>, see HostsTestbed._remote_dir) on conn's host of the
+    runs whose prefix starts with `prefix` (which may end in the dash: ccrig-PID-)."""
+    host = conn.host.name
+    if any(c in prefix + host for c in "*?[]/\\"):
+        return []
+    p = conn.run(["find", "/tmp", "-mindepth", "1", "-maxdepth", "1", "-type", "d", "-name", f"{prefix}*"],
+                 check=False, timeout=30, root=False)
+    out = []
+    for d in p.stdout.split() if p.returncode == 0 else []:
+        name = d.rsplit("/", 1)[-1]
+        if name.endswith(f"-{host}") and (name[:-len(host)]).startswith(prefix):
+            out.append(d)
+    return sorted(out)
+
+
+def clean_host(conn: SshHost, prefix: str, keep=None, ours=None) -> list[str]:
+    """Removes what the runs with this name prefix left on a host: the processes started from their remote
+    directories, the directories, and the experiment addresses (198.18.x), their routes and the root qdiscs
+    on the inventory's interfaces that carry them. ours(run directory name) -> False leaves a directory alone
+    (not a run's); keep(name) -> True spares a run still going (and then the host's network settings, which
+    are that run's). Returns one sentence per thing removed."""
+    h, said = conn.host, []
+    dirs, kept = [], []
+    for d in run_dirs(conn, prefix):
+        name = d.rsplit("/", 1)[-1]
+        if ours is None or ours(name):
+            (kept if keep is not None and keep(name) else dirs).append(d)
+    said += [f"kept {d} on host {h.name}: its run is still going" for d in kept]
+    if dirs:
+        p = conn.run(["python3", "-c", KILL_PIDFILES, *dirs], check=False, timeout=60)
+        for line in p.stdout.splitlines():
+            pid, _, cmd = line.partition(" ")
+            said.append(f"stopped process {pid} ({cmd[:80]}) on host {h.name}")
+        for d in dirs:
+            if conn.run(["rm", "-rf", "--one-file-system", "--", d], check=False, timeout=60).returncode == 0:
+                said.append(f"removed {d} on host {h.name}")
+            else:
+                said.append(f"could not remove {d} on host {h.name}")
+    if kept:
+        return said
+    links = json.loads(conn.run(["ip", "-j", "addr", "show"], check=False, timeout=30, root=False).stdout or "[]")
+    for link in links:
+        dev = link.get("ifname")
+        addrs = [a for a in link.get("addr_info", []) if a.get("family") == "inet"
+                 and str(a.get("local", "")).startswith("198.18.")]
+        if dev not in h.mapped_interfaces or not addrs:
+            continue
+        routes = json.loads(conn.run(["ip", "-j", "route", "show", "dev", dev], check=False, timeout=30,
+                                     root=False).stdout or "[]")
+        for r in routes:
+            if str(r.get("dst", "")).startswith("198.18.") and r.get("gateway") and r.get("protocol") != "kernel":
+                if conn.run(["ip", "route", "del", r["dst"], "via", r["gateway"], "dev", dev], check=False,
+                            timeout=30).returncode == 0:
+                    said.append(f"removed route {r['dst']} via {r['gateway']} from {dev} on host {h.name}")
+        for a in addrs:
+            address = f"{a['local']}/{a['prefixlen']}"
+            if conn.run(["ip", "addr", "del", address, "dev", dev], check=False, timeout=30).returncode == 0:
+                said.append(f"removed address {address} from {dev} on host {h.name}")
+        qdiscs = json.loads(conn.run(["tc", "-j", "qdisc", "show", "dev", dev], check=False, timeout=30).stdout
+                            or "[]")
+        root = next((q for q in qdiscs if q.get("root")), None)
+        # handle 0: is the kernel's default root, nothing set it
+        if root is not None and root.get("handle") != "0:":
+            if conn.run(["tc", "qdisc", "del", "dev", dev, "root"], check=False, timeout=30).returncode == 0:
+                said.append(f"removed the root qdisc {root.get('kind')} of {dev} on host {h.name}")
+    return said
+
+
 # --- the testbed ---------------------------------------------------------------------------------------
 
 @dataclass
@@ -347,12 +533,7 @@ class HostsTestbed(Testbed):
     def __init__(self, topology: Topology, commands: Commands, prefix: str, inventory: Path | None = None,
                  bottleneck: str | None = None):
         super().__init__(topology, commands, prefix)
-        if inventory is None:
-            inventory = os.environ.get(INVENTORY_ENV)
-            if not inventory:
-                raise InputError(f"testbed: got 'hosts' with no inventory; expected an Ansible inventory "
-                                 f"(set {INVENTORY_ENV}=PATH, e.g. ansible/inventories/lab.example.yml)")
-        self.inventory_path = Path(inventory)
+        self.inventory_path = inventory_path(inventory)
         self._inventory: Inventory | None = None
         self._bottleneck = bottleneck
         self.conns: dict[str, SshHost] = {}

@@ -1,6 +1,6 @@
 """The `vm` testbed end to end, in one boot: a spec that needs netem (20 ms of RTT) and RED, which this
 machine's kernel lacks, runs as `ccrig run` on the netns testbed inside the guest; its run directory lands on
-the host with the guest kernel recorded, the RTT it measured reflects the configured delay, and its samples
+the host with the guest kernel recorded, the path RTT it measured is within 10 % of the configured delay, and its samples
 become queryable in a running host Prometheus by backfill."""
 from __future__ import annotations
 
@@ -64,9 +64,15 @@ def test_spec_needing_netem_and_red_runs_in_the_guest(tmp_path, capsys):
         assert env["vm"]["virtualisation"] in ("kvm", "tcg")
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["complete"] and summary["testbed"] == "vm"
-        rtt = summary["points"][0]["system"]["rtt_s"]["mean"]
-        # netem never delivers early; above, the queue adds up to 7.2 ms and an emulated CPU on a busy host more
-        assert rtt is not None and RTT <= rtt <= RTT + 0.0072 + 0.020, f"measured RTT {rtt} s for {RTT} s configured"
+        system = summary["points"][0]["system"]
+        # the path's RTT is TCP's own minimum (tcpi_min_rtt: no queueing in it): within 10 % of the configured
+        # 20 ms, and netem never delivers early
+        base = system["min_rtt_s"]["mean"]
+        assert base is not None and RTT <= base <= 1.1 * RTT, f"measured min RTT {base} s for {RTT} s configured"
+        # the smoothed RTT adds the RED queue (at most 7.2 ms) and whatever an emulated CPU on a busy host adds
+        # (35 ms seen alone, 49 ms with the host's two cores shared by other guests): bounded loosely
+        rtt = system["rtt_s"]["mean"]
+        assert rtt is not None and base <= rtt <= 4 * RTT, f"measured RTT {rtt} s for {RTT} s configured"
         assert summary["points"][0]["system"]["goodput_bps"]["mean"] > 0
         assert (run_dir / LOG_NAME).is_file(), "the guest's runner kept no sample log for the backfill"
         url = server.url
