@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import signal
 import socket
 import struct
 import sys
@@ -78,12 +79,16 @@ def serve(port: int, bind: str = "0.0.0.0", ready=None) -> None:
 
 # --- sender -----------------------------------------------------------------------------------------------
 
-def _flow(index: int, to: str, port: int, size: int, idle: float, until: float, grace: float, cc: str | None,
-          out: list[Transfer], lock: threading.Lock, cport: int = 0) -> None:
+def _connect(to: str, port: int, grace: float, cc: str | None, cport: int = 0) -> socket.socket:
     # a pinned client port lets the runner's TCP_INFO sampler find the socket by (local, remote) port
     sock = socket.create_connection((to, port), timeout=max(grace, 1.0), source_address=("", cport))
     if cc:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    return sock
+
+
+def _flow(index: int, sock: socket.socket, size: int, idle: float, until: float, grace: float,
+          out: list[Transfer], lock: threading.Lock) -> None:
     payload = bytes(min(size, CHUNK))
     ack = bytearray(1)
     n = 0
@@ -114,16 +119,19 @@ def _flow(index: int, to: str, port: int, size: int, idle: float, until: float, 
 
 
 def send(to: str, port: int, flows: int, size: int, idle: float, duration: float, cc: str | None = None,
-         grace: float = 10.0, first_flow: int = 0, cport: int = 0) -> list[Transfer]:
+         grace: float = 10.0, first_flow: int = 0, cport: int = 0, go=None) -> list[Transfer]:
     """Runs `flows` flows for `duration` seconds (no transfer starts after it; one under way gets `grace`
     more seconds) and returns every transfer, complete or not. cport: flow j's client port is cport + j
-    (0: the kernel picks)."""
+    (0: the kernel picks). go: called once every flow is connected; the flows start when it returns."""
     out: list[Transfer] = []
     lock = threading.Lock()
+    socks = [_connect(to, port, grace, cc, cport + i if cport else 0) for i in range(flows)]
+    if go is not None:
+        go()
     until = time.monotonic() + duration
-    threads = [threading.Thread(target=_flow, args=(first_flow + i, to, port, size, idle, until, grace, cc,
-                                                    out, lock, cport + i if cport else 0), daemon=True)
-               for i in range(flows)]
+    threads = [threading.Thread(target=_flow, args=(first_flow + i, sock, size, idle, until, grace, out, lock),
+                                daemon=True)
+               for i, sock in enumerate(socks)]
     for t in threads:
         t.start()
     for t in threads:
@@ -189,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--cc", default=None)
     c.add_argument("--cport", type=int, default=0, help="client port of the first flow (the next get +1, ...)")
     c.add_argument("--out", type=Path, required=True, help="the transfers' CSV; - for standard output")
+    c.add_argument("--wait-go", action="store_true",
+                   help="connect, then start sending only on SIGUSR1 (the runner starts this Python early: it "
+                        "takes seconds to start on a slow CPU, a guest under TCG, and the flow must start on time)")
     a = ap.parse_args(argv)
     if a.cmd == "serve":
         try:
@@ -198,9 +209,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.flows < 1 or a.size < 1:
         ap.error("--flows and --size must be at least 1")
+    if a.wait_go:
+        # blocked before connecting: once the runner sees the connection, its signal can only be waited for
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    go = (lambda: signal.sigwait({signal.SIGUSR1})) if a.wait_go else None
     try:
         transfers = send(a.to, a.port, a.flows, a.size, a.idle, a.duration, a.cc, a.grace, a.first_flow,
-                         a.cport)
+                         a.cport, go)
     except OSError as e:
         print(f"filexfer: {a.to}:{a.port}: {e}", file=sys.stderr)
         return 1

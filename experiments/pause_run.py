@@ -1,11 +1,13 @@
 """Ethernet PAUSE in a run: what the runner does for a pause_chain point whose topology sets `pause`.
 
     preflight   needs():  the actuator's qdisc (tbf) is there; modes that need real NICs are refused on
-                          testbeds made of veth pairs; pause_gain only on a pause_chain with pause
+                          testbeds made of veth pairs; pause_gain only on a pause_chain with pause; on the
+                          hosts testbed link B's NICs are checked over SSH (flow control supported)
     per repetition        PauseRun.of(...) -> start() after testbed.up(), before the traffic
-                          (NIC flow control through ethtool, restored at stop; the XOFF/XON controller)
-                          samples() every interval -> Prometheus; summary() at the end -> summary.json;
-                          stop() in the teardown, always
+                          (NIC flow control through ethtool, on whichever machine the node is, restored at
+                          stop; the XOFF/XON controller)
+                          samples() every interval -> Prometheus (the controller's statistics, the NICs'
+                          pause counters); summary() at the end -> summary.json; stop() in the teardown, always
     per point   complete_point(): with `pause_gain`, the point runs again without PAUSE (T1 = T2 = B2, the
                           study's own definition, same controller and tbf on link B so only the thresholds
                           differ) and the summary gets the goodput increase in percent with its 95 % CI
@@ -20,20 +22,22 @@ import csv
 import math
 import os
 import platform
+from dataclasses import asdict
 from pathlib import Path
 
 from scipy import stats as _st
 
 from topologies.pause import chain_controller, chain_plan
 from topologies.pause.emulated import PAUSE_HELP, STATS, prometheus_samples
-from topologies.pause.ethtool import NicPause
+from topologies.pause.ethtool import NIC_HELP, NicPause, nic_samples, wait_carrier
 from . import exporter
 from . import spec as specmod
 from .collectors import QdiscReader
-from .errors import field_error
+from .errors import RunError, field_error
 
 # the controller's series are the run's like any other: HELP and TYPE from the one table the exporter reads
 exporter.HELP.update(PAUSE_HELP)
+exporter.HELP.update(NIC_HELP)
 
 NIC_TESTBEDS = ("hosts",)   # testbeds whose link B is a real NIC (ethtool / frames modes)
 
@@ -60,16 +64,49 @@ def needs(points: list, commands, prefix: str) -> list:
             raise field_error("testbed", exp.testbed,
                               "netns or vm for topology.pause mode emulated: the XOFF/XON controller reaches "
                               "node 1 and node 2 through their named network namespaces")
+        if exp.testbed == "hosts" and mode == "frames":
+            raise field_error("topology.pause.mode", mode,
+                              "ethtool or auto on the hosts testbed: the frames actuator is the XOFF/XON "
+                              "controller sending 802.3x frames beside node 2's queue, which on hosts is another "
+                              "machine (not supported yet); frames and emulated run on testbed netns or vm")
         if mode in ("ethtool", "frames") and exp.testbed not in NIC_TESTBEDS:
             raise field_error("topology.pause.mode", mode,
                               f"emulated or auto on the {exp.testbed} testbed, whose links are veth pairs "
                               f"(no Ethernet flow control); {mode} needs real NICs (testbed hosts)")
-    if any(applies(p.experiment) and p.experiment.topology.pause.mode != "ethtool" for p in points) \
-            and os.geteuid() == 0:
+    if any(applies(p.experiment) and p.experiment.topology.pause.mode != "ethtool"
+           and p.experiment.testbed != "hosts" for p in points) and os.geteuid() == 0:
         from qdiscs import probe
         have = probe.available(commands, prefix)
         out.append(Need("the tbf queue discipline", "topology.pause (the XOFF/XON controller shapes link B)",
                         "tbf" in have, probe.missing_message("tbf", platform.release())))
+    return out + _hosts_nics(points, commands, prefix)
+
+
+def _hosts_nics(points: list, commands, prefix: str) -> list:
+    """On the hosts testbed, link B's NICs are checked now, before anything is set up: the testbed's own
+    preflight connects to the hosts (reachable, root, interfaces, tools) and chain_plan, which only reads
+    (ethtool -i, ethtool -a), runs over those connections; an interface without flow control is its
+    InputError, naming host, node, interface and driver. Then the connections are closed again (the run's
+    testbed opens its own); nothing was changed on any host."""
+    from topologies.hosts import HostsTestbed
+    from .preflight import Need
+    out, checked = [], set()
+    for p in points:
+        exp = p.experiment
+        if exp.testbed != "hosts" or not applies(exp) or exp.topology.pause.mode in checked:
+            continue
+        checked.add(exp.topology.pause.mode)
+        topo = exp.topology.build(exp.n_flows)
+        bed = HostsTestbed(topo, commands, f"{prefix}-pause")
+        try:
+            problems = bed.preflight()
+            if problems:
+                out.append(Need("the hosts testbed", "testbed hosts with topology.pause", False,
+                                "; ".join(problems)))
+                break
+            chain_plan(exp.topology, topo, bed, commands)
+        finally:
+            bed.down()
     return out
 
 
@@ -88,6 +125,7 @@ class PauseRun:
         self.queues = {"node1": (n1, testbed.egress_device(n1, toward2)),
                        "node2": (n2, testbed.egress_device(n2, toward_c))}
         self.at_start: dict[str, dict] = {}
+        self.nic_record: dict[str, dict] = {}   # node -> its NIC on link B: settings, counters at start
 
     @classmethod
     def of(cls, exp, topo, testbed, commands, out: Path) -> PauseRun | None:
@@ -96,16 +134,30 @@ class PauseRun:
     def describe(self) -> dict:
         """For env.json and summary.json: the mode in force, auto's note, the scaling of the rates."""
         p = self.spec.pause
-        return {"mode": self.plan.mode if self.plan else p.mode, "note": self.plan.note if self.plan else None,
-                "actuator": self.plan.actuator if self.plan else None, "high": p.high, "low": p.t2,
-                "b2": self.spec.link_c.buffer.packets, "paused": p.high < self.spec.link_c.buffer.packets,
-                "scaling": self.spec.scaling()}
+        out = {"mode": self.plan.mode if self.plan else p.mode, "note": self.plan.note if self.plan else None,
+               "actuator": self.plan.actuator if self.plan else None, "high": p.high, "low": p.t2,
+               "b2": self.spec.link_c.buffer.packets, "paused": p.high < self.spec.link_c.buffer.packets,
+               "scaling": self.spec.scaling()}
+        if self.nic_record:
+            # the ethtool state of link B's NICs: where, driver, as found and as the run set it
+            out["nics"] = {n: {k: r[k] for k in ("where", "dev", "driver", "before", "set")}
+                           for n, r in self.nic_record.items()}
+        return out
 
     def start(self) -> None:
         """After testbed.up() (the interfaces must exist), before the traffic."""
         self.plan = chain_plan(self.spec, self.topo, self.testbed, self.commands)
-        for ns, dev, want in self.plan.nic_settings:
-            self.nics.enable(ns, dev, want)
+        for nic in self.plan.nic_settings:
+            got = self.nics.enable(nic.tool, nic.dev, nic.want)   # restored by stop(), whatever happens next
+            before = self.nics.saved[-1][2]
+            self.nic_record[nic.node] = {"where": nic.tool.place, "dev": nic.dev, "driver": nic.tool.driver(nic.dev),
+                                         "before": asdict(before), "set": asdict(got), "settings": got}
+        down = wait_carrier(self.nics.changed)
+        if down:
+            raise RunError(f"pause: no carrier on {', '.join(down)} 30 s after ethtool -A changed its flow "
+                           f"control (the NICs renegotiate the link); check the cabling and the link partner")
+        for n, r in self.nic_record.items():
+            r["counters_start"] = self._nic_counters(n)
         if self.plan.actuator is not None:
             self.ctl = chain_controller(self.spec, self.topo, self.testbed, self.commands,
                                         events_csv=self.out / "pause_events.csv", actuator=self.plan.actuator)
@@ -120,17 +172,25 @@ class PauseRun:
         return {"node": node, "dev": dev, "kind": root.get("kind"),
                 "dropped": int(root.get("dropped", 0) or 0), "sent_packets": int(root.get("sent_packets", 0) or 0)}
 
+    def _nic_counters(self, node: str) -> dict[str, int]:
+        nic = next(x for x in self.plan.nic_settings if x.node == node)
+        return nic.tool.counters(nic.dev)
+
     def labels(self) -> dict:
         """Told apart in Prometheus: a point's run with PAUSE and its baseline without (same point and rep)."""
         return {"pause": "on" if self.describe()["paused"] else "off"}
 
     def samples(self, labels: dict, ts: float) -> list:
-        """The controller's live statistics as Prometheus samples (none when the NICs do it all)."""
-        if self.ctl is None:
-            return []
-        node, dev = self.queues["node2"]
+        """The controller's live statistics and the NICs' PAUSE counters (ethtool -I -a, ethtool -S: two reads
+        per NIC, on hosts two multiplexed SSH sessions) as Prometheus samples."""
         lab = {k: v for k, v in labels.items() if k != "qdisc"}
-        return prometheus_samples(self.ctl.stats(), {**lab, "node": node, "dev": dev}, ts)
+        out = []
+        for n, r in self.nic_record.items():
+            out += nic_samples(self._nic_counters(n), r["settings"], {**lab, "node": n, "dev": r["dev"]}, ts)
+        if self.ctl is None:
+            return out
+        node, dev = self.queues["node2"]
+        return out + prometheus_samples(self.ctl.stats(), {**lab, "node": node, "dev": dev}, ts)
 
     def summary(self) -> dict:
         """Stops the controller (the traffic is over) and returns the repetition's PAUSE record: XOFF/XON
@@ -142,6 +202,14 @@ class PauseRun:
             queues[k] = {**now, "dropped": now["dropped"] - was["dropped"],
                          "sent_packets": now["sent_packets"] - was["sent_packets"]}
         out = {**self.describe(), "queues": queues}
+        if self.nic_record:
+            # each NIC's PAUSE counters over the repetition (ethtool -I -a standard, driver_* from ethtool -S)
+            out["nics"] = {}
+            for n, r in self.nic_record.items():
+                end, start = self._nic_counters(n), r.get("counters_start", {})
+                out["nics"][n] = {**{k: r[k] for k in ("where", "dev", "driver", "before", "set")},
+                                  "counters_start": start, "counters_end": end,
+                                  "counters": {k: v - start.get(k, 0) for k, v in end.items()}}
         if self.ctl is not None:
             s = self._stop_controller()
             lat = sorted(s.latency_s)

@@ -3,7 +3,8 @@ passes only if every guest test ran and passed. A boot costs 20-30 s of both cor
 tests share it; their output streams here as it comes, and a failure lists the guest's failures.
 
 CCRIG_GUEST_PYTEST_ARGS (e.g. "tests/vm/guest/test_kernel.py -k netem") narrows what the guest runs, for a
-developer working on one guest test; CI runs the whole folder.
+developer working on one guest test; CI runs the whole folder but the tests marked slow_guest (minutes each under
+TCG), which `make test-vm-slow` runs.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def test_guest_tier(tmp_path, capsys):
     kernel = vm.find_kernel()
     mode = vm.accel_mode(kernel)
     junit = tmp_path / "guest.xml"
-    selection = shlex.split(os.environ.get("CCRIG_GUEST_PYTEST_ARGS", "")) or [GUEST_TESTS]
+    selection = shlex.split(os.environ.get("CCRIG_GUEST_PYTEST_ARGS", "")) or [GUEST_TESTS, "-m", "not slow_guest"]
     argv = [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", f"--junitxml={junit}",
             *selection]
     with capsys.disabled():

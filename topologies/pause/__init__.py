@@ -1,9 +1,10 @@
 """Ethernet PAUSE (IEEE 802.3x): the XOFF/XON state machine (controller.py), its actuator on emulated links
 (emulated.py), real MAC control frames (frames.py) and NIC flow control through ethtool (ethtool.py).
 
-For a pause_chain topology the runner calls `chain_plan` in preflight (mode, auto's note, NIC settings), applies
-the NIC settings with ethtool.NicPause, and, unless the NICs do it all, `chain_controller` for an EmulatedPause
-to start() before traffic and stop() after.
+For a pause_chain topology the runner calls `chain_plan` (mode, auto's note, NIC settings; on the hosts
+testbed already in preflight, over SSH: experiments/pause_run.needs), applies the NIC settings with
+ethtool.NicPause, and, unless the NICs do it all, `chain_controller` for an EmulatedPause to start() before
+traffic and stop() after.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from experiments.commands import Commands
 from experiments.errors import InputError
 from .emulated import EmulatedPause, EmulatedPauseConfig
-from .ethtool import PauseParams, resolve_mode
+from .ethtool import Ethtool, PauseParams, resolve_mode
 
 
 def chain_config(spec, topo, testbed, actuator: str = "tbf") -> EmulatedPauseConfig:
@@ -47,32 +48,50 @@ def chain_controller(spec, topo, testbed, commands: Commands, events_csv: Path |
 
 
 @dataclass
+class NicSetting:
+    """Flow control one NIC of link B gets for a run: node, its interface, the Ethtool that reaches it there."""
+    node: str
+    tool: Ethtool
+    dev: str
+    want: PauseParams
+
+
+@dataclass
 class ChainPlan:
     """How a run realises the pause_chain's PAUSE: the mode in force (after `auto`), the note for the archive
     when auto fell back, the NIC settings to apply (and restore) with NicPause, and the controller's actuator
     (None: the NICs' own flow control does it all)."""
     mode: str
     note: str | None
-    nic_settings: list[tuple[str | None, str, PauseParams]]
+    nic_settings: list[NicSetting]
     actuator: str | None
 
 
 def chain_plan(spec, topo, testbed, commands: Commands) -> ChainPlan:
     """Decides, before anything is set up, how PAUSE runs on link B; unsupported NICs are an InputError here.
+    It only reads (ethtool -i, ethtool -a, ip link): a testbed that can run commands on its nodes before up()
+    (hosts after preflight() connected) has its NICs checked in preflight.
 
     emulated: the controller shapes link B (tbf). frames: node 1's NIC honours PAUSE (rx on) and the controller
     sends real frames from node 2's NIC. ethtool: both NICs' own flow control (node 2's NIC sends PAUSE when its
     receive buffer fills: hardware thresholds, not T1/T2). auto: ethtool where both NICs support it, else
-    emulated, with a note."""
+    emulated, with a note. The controller (emulated, frames) reaches both nodes as network namespaces of this
+    machine, so on other testbeds (hosts: separate machines over SSH) only ethtool, or auto finding NICs with
+    flow control, can run."""
     p = spec.pause
     (n1, toward2), _ = spec.pause_nodes(topo)
-    ns = getattr(testbed, "ns", lambda node: None)
-    up = (ns(n1), testbed.egress_device(n1, toward2))
-    down = (ns(toward2), testbed.egress_device(toward2, n1))
-    mode, note = resolve_mode(p.mode, [up, down], commands)
+    local = getattr(testbed, "ns", None) is not None
+    if p.mode in ("emulated", "frames") and not local:
+        raise InputError(f"topology.pause.mode: got {p.mode!r} on the {testbed.name} testbed; expected ethtool or "
+                         f"auto there (NICs with flow control): the XOFF/XON controller reaches node 1 and node 2 as "
+                         f"network namespaces of one machine (testbed netns or vm)")
+    up = NicSetting(n1, Ethtool.on(testbed, n1), testbed.egress_device(n1, toward2),
+                    PauseParams(autoneg=False, rx=True, tx=False))
+    down = NicSetting(toward2, Ethtool.on(testbed, toward2), testbed.egress_device(toward2, n1),
+                      PauseParams(autoneg=False, rx=False, tx=True))
+    mode, note = resolve_mode(p.mode, [(up.tool, up.dev), (down.tool, down.dev)], emulated=local)
     if mode == "emulated":
         return ChainPlan(mode, note, [], "tbf")
-    honour = PauseParams(autoneg=False, rx=True, tx=False)
     if mode == "frames":
-        return ChainPlan(mode, note, [(*up, honour)], "frames")
-    return ChainPlan(mode, note, [(*up, honour), (*down, PauseParams(autoneg=False, rx=False, tx=True))], None)
+        return ChainPlan(mode, note, [up], "frames")
+    return ChainPlan(mode, note, [up, down], None)

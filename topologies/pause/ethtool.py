@@ -9,14 +9,27 @@ rx on: the NIC honours PAUSE frames it receives (stops transmitting); tx on: it 
 buffer fills. Many drivers (veth, virtio_net, most cloud NICs) implement no pause API at all: that is a clear
 error naming interface and driver, found before anything is set up, unless the spec says `mode: auto`, where
 `resolve_mode` falls back to the emulated controller and says so in a note for the archive.
+
+The same code serves every place a NIC can be: `Ethtool(commands, ns)` runs ethtool in a namespace of this
+machine, `Ethtool.on(testbed, node)` through the testbed's own `run` (a netns node's namespace; a hosts node's
+machine over SSH), and errors name the place (namespace, or inventory host and node) with the interface.
 """
 from __future__ import annotations
 
 import re
+import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from experiments.commands import Commands
 from experiments.errors import InputError, RunError
+
+# the way out an unsupported-interface error gives, by where the interface is
+NAMESPACE_WAY_OUT = "expected a NIC with the pause API, or pause.mode: emulated (or auto) on emulated links"
+HOSTS_WAY_OUT = ("expected a NIC with the pause API (e1000e, igb, ixgbe, i40e, ice, mlx5_core, bnxt_en, tg3, ...) on "
+                 "Linux hosts: map the pause_chain's n1 and n2 to router hosts whose link-B NICs have flow control, "
+                 "or run the emulated XOFF/XON controller with testbed netns or vm")
 
 # the driver counters of `ethtool -S` that count PAUSE frames, by driver, as (regex, normalised name)
 _E1000_FAMILY = [(r"rx_flow_control_xon", "rx_xon"), (r"rx_flow_control_xoff", "rx_xoff"),
@@ -74,31 +87,67 @@ def parse_stats_text(text: str) -> dict[str, int]:
 
 
 class Ethtool:
-    """ethtool on the interfaces of one node (ns: its network namespace, None: this one)."""
+    """ethtool on the interfaces of one node, wherever the node is. One code path for every place: all it
+    needs is a way to run an argv there (returning the CompletedProcess, never raising on a non-zero exit)
+    and a name for the place that errors can give.
 
-    def __init__(self, commands: Commands, ns: str | None = None):
+        Ethtool(commands, ns)        a network namespace of this machine (ns None: this one)
+        Ethtool.on(testbed, node)    a testbed's node: netns runs it in the node's namespace, hosts over SSH
+                                     on the node's machine (as root)
+    """
+
+    def __init__(self, commands: Commands | None = None, ns: str | None = None, *,
+                 run: Callable[[list[str]], subprocess.CompletedProcess] | None = None,
+                 place: str | None = None, way_out: str = NAMESPACE_WAY_OUT):
+        if run is None:
+            if commands is None:
+                raise ValueError("Ethtool: needs commands (with ns) or run")
+            run = lambda argv: commands.run(argv, ns=ns, check=False)  # noqa: E731
+            place = place or (f"namespace {ns}" if ns else None)
         self.commands, self.ns = commands, ns
+        self.run, self.place, self.way_out = run, place, way_out
+        self._drivers: dict[str, str] = {}
+
+    @classmethod
+    def on(cls, testbed, node: str) -> "Ethtool":
+        """ethtool on a testbed's node, through testbed.run (netns: the node's namespace; hosts: SSH)."""
+        from topologies.hosts import HostsTestbed
+        if isinstance(testbed, HostsTestbed):
+            h = testbed.hosts[node]
+            place, way_out = f"node {node} on host {h.name}, {h.user}@{h.address}:{h.port}", HOSTS_WAY_OUT
+        elif getattr(testbed, "ns", None) is not None:
+            place, way_out = f"namespace {testbed.ns(node)}", NAMESPACE_WAY_OUT
+        else:
+            place, way_out = f"node {node}", NAMESPACE_WAY_OUT
+        return cls(run=lambda argv: testbed.run(node, argv, check=False), place=place, way_out=way_out)
 
     def _where(self, dev: str) -> str:
-        return f"{dev} (namespace {self.ns})" if self.ns else dev
+        return f"{dev} ({self.place})" if self.place else dev
 
     def exists(self, dev: str) -> bool:
-        return self.commands.ok(["ip", "link", "show", "dev", dev], ns=self.ns)
+        return self.run(["ip", "link", "show", "dev", dev]).returncode == 0
 
     def driver(self, dev: str) -> str:
-        out = self.commands.run(["ethtool", "-i", dev], ns=self.ns, check=False).stdout
-        m = re.search(r"^driver:\s*(\S+)", out, re.M)
-        return m.group(1) if m else "unknown"
+        if dev not in self._drivers:
+            m = re.search(r"^driver:\s*(\S+)", self.run(["ethtool", "-i", dev]).stdout, re.M)
+            if not m:
+                return "unknown"
+            self._drivers[dev] = m.group(1)  # a driver does not change under a run: asked once
+        return self._drivers[dev]
+
+    def carrier(self, dev: str) -> bool:
+        """Whether the link is up at the physical layer (the NIC has carrier)."""
+        out = self.run(["ip", "-o", "link", "show", "dev", dev]).stdout
+        m = re.search(r"<([^>]*)>", out)
+        return bool(m) and "LOWER_UP" in m.group(1).split(",")
 
     def _pause(self, dev: str, stats: bool) -> dict:
         """`ethtool [-I] -a DEV` as {"autonegotiate", "rx", "tx": bool, "statistics": {name: int}}.
 
         The text output is parsed, not --json: ethtool 6.1's JSON for -a prints true for every setting
         whatever the NIC says (seen on e1000e: text "RX: off", JSON "rx": true)."""
-        if not self.exists(dev):
-            raise InputError(f"pause: interface {self._where(dev)} does not exist")
         argv = ["ethtool", *(["-I"] if stats else []), "-a", dev]
-        p = self.commands.run(argv, ns=self.ns, check=False)
+        p = self.run(argv)
         out: dict = {"statistics": {}}
         for line in p.stdout.splitlines():
             m = re.fullmatch(r"(Autonegotiate|RX|TX):\s*(on|off)\s*", line.strip())
@@ -108,11 +157,13 @@ class Ethtool:
             if m:
                 out["statistics"][m.group(1)] = int(m.group(2))
         if p.returncode != 0 or not {"autonegotiate", "rx", "tx"} <= set(out):
+            # only now ask whether the interface is there at all: one command fewer on every good read
+            if not self.exists(dev):
+                raise InputError(f"pause: interface {self._where(dev)} does not exist")
             reason = (p.stderr.strip().splitlines() or ["no pause parameters"])[-1]
             reason = reason.removeprefix("netlink error: ")
             raise InputError(f"pause: interface {self._where(dev)} (driver {self.driver(dev)}) does not support "
-                             f"Ethernet flow control: ethtool -a: {reason}; expected a NIC with the pause API, "
-                             f"or pause.mode: emulated (or auto) on emulated links")
+                             f"Ethernet flow control: ethtool -a: {reason}; {self.way_out}")
         return out
 
     def get(self, dev: str) -> PauseParams:
@@ -127,10 +178,14 @@ class Ethtool:
             return False
 
     def set(self, dev: str, want: PauseParams) -> PauseParams:
-        """Sets the pause parameters and reads them back; a driver that silently ignores part is an error."""
-        self.get(dev)  # unsupported or missing: the clear error, before changing anything
+        """Sets the pause parameters and reads them back; a driver that silently ignores part is an error.
+        Settings already in force are left alone: on most NICs ethtool -A renegotiates the link (carrier
+        drops for a second or more) even when nothing changes."""
+        now = self.get(dev)  # unsupported or missing: the clear error, before changing anything
+        if now == want:
+            return now
         argv = ["ethtool", "-A", dev, "autoneg", _onoff(want.autoneg), "rx", _onoff(want.rx), "tx", _onoff(want.tx)]
-        p = self.commands.run(argv, ns=self.ns, check=False)
+        p = self.run(argv)
         if p.returncode != 0:
             msg = (p.stderr.strip().splitlines() or ["no message"])[-1]
             raise RunError(f"pause: ethtool -A {self._where(dev)} (driver {self.driver(dev)}) exited "
@@ -148,12 +203,28 @@ class Ethtool:
 
     def driver_counters(self, dev: str) -> dict[str, int]:
         """The driver's own counters of `ethtool -S` that mean PAUSE, normalised (see normalise_counters)."""
-        p = self.commands.run(["ethtool", "-S", dev], ns=self.ns, check=False)
+        p = self.run(["ethtool", "-S", dev])
         return normalise_counters(self.driver(dev), parse_stats_text(p.stdout)) if p.returncode == 0 else {}
 
     def counters(self, dev: str) -> dict[str, int]:
         """Everything PAUSE-related we can read: standard statistics and normalised driver counters."""
         return {**{f"driver_{k}": v for k, v in self.driver_counters(dev).items()}, **self.pause_stats(dev)}
+
+
+def wait_carrier(nics: list[tuple[Ethtool, str]], timeout: float = 30.0) -> list[str]:
+    """Waits until every (tool, interface) has carrier again after ethtool -A: most NICs renegotiate the link
+    when their pause settings change (the emulated e1000e under TCG for seconds), and a run that starts its
+    traffic meanwhile measures a dead link. The drop comes a moment after the change, hence the first pause.
+    Returns the interfaces still without carrier at the timeout."""
+    if not nics:
+        return []
+    time.sleep(0.5)
+    deadline = time.monotonic() + timeout
+    while True:
+        down = [tool._where(dev) for tool, dev in nics if not tool.carrier(dev)]
+        if not down or time.monotonic() > deadline:
+            return down
+        time.sleep(0.2)
 
 
 def _onoff(b: bool) -> str:
@@ -164,28 +235,38 @@ class NicPause:
     """Enables flow control on a set of interfaces for a run and puts every one back as it was.
 
     with NicPause(commands) as nics:
-        nics.enable(ns, dev, PauseParams(autoneg=False, rx=True, tx=True))
+        nics.enable(ns, dev, PauseParams(autoneg=False, rx=True, tx=True))        # a namespace here
+        nics.enable(Ethtool.on(testbed, node), dev, PauseParams(...))             # any testbed's node
     """
 
-    def __init__(self, commands: Commands):
+    def __init__(self, commands: Commands | None = None):
         self.commands = commands
-        self.saved: list[tuple[str | None, str, PauseParams]] = []
+        self.saved: list[tuple[Ethtool, str, PauseParams]] = []
+        self.changed: list[tuple[Ethtool, str]] = []  # the interfaces whose settings ethtool -A changed
 
-    def enable(self, ns: str | None, dev: str, want: PauseParams) -> PauseParams:
-        tool = Ethtool(self.commands, ns)
+    def tool(self, where: Ethtool | str | None) -> Ethtool:
+        """where: an Ethtool (any place), or a namespace of this machine (None: this one)."""
+        return where if isinstance(where, Ethtool) else Ethtool(self.commands, where)
+
+    def enable(self, where: Ethtool | str | None, dev: str, want: PauseParams) -> PauseParams:
+        tool = self.tool(where)
         original = tool.get(dev)
-        self.saved.append((ns, dev, original))
-        return tool.set(dev, want)
+        self.saved.append((tool, dev, original))
+        got = tool.set(dev, want)
+        if got != original:
+            self.changed.append((tool, dev))
+        return got
 
     def restore(self) -> list[str]:
         """Puts every interface back; returns the problems (it never raises: it runs on teardown)."""
         problems = []
         while self.saved:
-            ns, dev, original = self.saved.pop()
+            tool, dev, original = self.saved.pop()
             try:
-                Ethtool(self.commands, ns).set(dev, original)
+                tool.set(dev, original)
             except Exception as e:  # noqa: BLE001 - teardown reports, never raises
                 problems.append(str(e))
+        self.changed.clear()
         return problems
 
     def __enter__(self):
@@ -195,22 +276,69 @@ class NicPause:
         self.restore()
 
 
-def resolve_mode(mode: str, devices: list[tuple[str | None, str]], commands: Commands) -> tuple[str, str | None]:
+def resolve_mode(mode: str, devices: list[tuple[Ethtool | str | None, str]], commands: Commands | None = None,
+                 emulated: bool = True) -> tuple[str, str | None]:
     """The PAUSE mode a run uses, and a note for the archive when `auto` had to fall back.
 
-    devices: the (namespace, interface) pairs that must support the pause API for ethtool/frames modes."""
+    devices: the (where, interface) pairs that must support the pause API for ethtool/frames modes, where an
+    Ethtool (Ethtool.on(testbed, node)) or a namespace of this machine. emulated: whether the emulated
+    controller can run there at all (both nodes network namespaces of one machine); where it cannot, auto on
+    an interface without flow control is the interface's own error, saying that auto cannot fall back."""
     if mode == "emulated":
         return mode, None
     unsupported = []
-    for ns, dev in devices:
-        tool = Ethtool(commands, ns)
+    for where, dev in devices:
+        tool = where if isinstance(where, Ethtool) else Ethtool(commands, where)
         try:
             tool.get(dev)
         except InputError as e:
             if mode != "auto" or not tool.exists(dev):
                 raise
+            if not emulated:
+                raise InputError(f"{e}; pause.mode auto cannot fall back to the emulated controller here: it "
+                                 f"needs both nodes as network namespaces of one machine") from None
             unsupported.append(f"{dev} (driver {tool.driver(dev)})")
     if not unsupported:
         return ("ethtool" if mode == "auto" else mode), None
     return "emulated", (f"pause.mode auto: {', '.join(unsupported)} implement no Ethernet flow control; "
                         f"the emulated XOFF/XON controller shapes the link instead")
+
+
+# --- Prometheus ---------------------------------------------------------------------------------------------
+
+NIC_HELP = {
+    "pause_nic_frames_total": ("counter", "PAUSE frames a NIC received (direction rx) or sent (tx): the standard "
+                                          "statistics of ethtool -I -a, else the driver's own counters (source)"),
+    "pause_nic_xoff_frames_total": ("counter", "XOFF PAUSE frames (pause time > 0), where the driver counts them "
+                                               "apart (ethtool -S)"),
+    "pause_nic_xon_frames_total": ("counter", "XON PAUSE frames (pause time 0), where the driver counts them apart "
+                                              "(ethtool -S)"),
+    "pause_nic_enabled": ("gauge", "1 where the NIC's flow control setting is on: rx (honours PAUSE), tx (sends "
+                                   "it), autoneg (negotiated with the link partner)"),
+}
+
+
+def nic_samples(counters: dict[str, int], settings: PauseParams | None, labels: dict,
+                ts: float | None = None) -> list:
+    """One NIC's PAUSE state as experiments.exporter Samples (labels: the run's, plus node and dev). One frames
+    series per direction, so a sum over labels counts no frame twice: the standard statistic where the driver
+    reports it, else the driver's total."""
+    from experiments.exporter import Sample
+    out = []
+    for d in ("rx", "tx"):
+        if f"{d}_pause_frames" in counters:
+            value, source = counters[f"{d}_pause_frames"], "standard"
+        elif f"driver_{d}_pause" in counters:
+            value, source = counters[f"driver_{d}_pause"], "driver"
+        else:
+            value = None
+        if value is not None:
+            out.append(Sample("pause_nic_frames_total", {**labels, "direction": d, "source": source}, value, ts))
+        for kind in ("xon", "xoff"):
+            if f"driver_{d}_{kind}" in counters:
+                out.append(Sample(f"pause_nic_{kind}_frames_total", {**labels, "direction": d},
+                                  counters[f"driver_{d}_{kind}"], ts))
+    if settings is not None:
+        for name, on in (("rx", settings.rx), ("tx", settings.tx), ("autoneg", settings.autoneg)):
+            out.append(Sample("pause_nic_enabled", {**labels, "setting": name}, 1.0 if on else 0.0, ts))
+    return out
