@@ -353,6 +353,22 @@ def inventory_path(inventory: Path | str | None) -> Path:
     return Path(inventory)
 
 
+def close_all(conns: dict[str, SshHost], control_dir: Path | None) -> None:
+    """Closes the connections and removes their control folder; never raises."""
+    for conn in conns.values():
+        try:
+            conn.close()
+        except Exception:  # a host that went away must not keep the others open
+            pass
+    if control_dir is not None:
+        for f in control_dir.glob("*"):
+            f.unlink(missing_ok=True)
+        try:
+            control_dir.rmdir()
+        except OSError:
+            pass
+
+
 class NodeConnections:
     """SSH connections to the hosts playing some topology nodes, apart from any testbed. The runner keeps them
     for a whole run to load congestion controls on the senders' hosts and to remove them at the end, while
@@ -389,20 +405,8 @@ class NodeConnections:
 
     def close(self) -> None:
         """Closes every connection; never raises, safe to call twice."""
-        for conn in self.conns.values():
-            try:
-                conn.close()
-            except Exception:
-                pass
-        self.conns = {}
-        if self._control_dir is not None:
-            for f in self._control_dir.glob("*"):
-                f.unlink(missing_ok=True)
-            try:
-                self._control_dir.rmdir()
-            except OSError:
-                pass
-            self._control_dir = None
+        close_all(self.conns, self._control_dir)
+        self.conns, self._control_dir = {}, None
 
 
 # --- `ccrig clean -i INVENTORY`: what a killed run left on its hosts -----------------------------------
@@ -817,18 +821,7 @@ class HostsTestbed(Testbed):
             with ThreadPoolExecutor(max_workers=min(16, max(1, len(self.conns)))) as pool:
                 list(pool.map(restore, list(self.conns)))
         finally:
-            for conn in self.conns.values():
-                try:
-                    conn.close()
-                except Exception:
-                    pass
-            if self._control_dir is not None:
-                for f in self._control_dir.glob("*"):
-                    f.unlink(missing_ok=True)
-                try:
-                    self._control_dir.rmdir()
-                except OSError:
-                    pass
+            close_all(self.conns, self._control_dir)
             self.conns, self._control_dir, self._prepared = {}, None, False
             self._staged.clear()
             self._procs.clear()

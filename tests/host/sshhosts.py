@@ -302,3 +302,13 @@ def switch_bed(pairs: int = 1, prefix: str | None = None) -> SshHosts:
             hosts.append(Host(name, [role], node=name, extra={"ccrig_interface": "lab0"}))
             cables.append((name, "lab0", "sw", f"p{name}"))
     return SshHosts(hosts, cables, switches=["sw"], prefix=prefix)
+
+
+def pause_chain_spec(mode: str) -> dict:
+    """A short pause_chain spec on the hosts testbed (rates x10 as in the study), PAUSE in the given mode."""
+    return {"name": "hostspause", "testbed": "hosts",
+            "topology": {"name": "pause_chain", "scale": 10, "link_a": {"rate": "60pps"},
+                         "link_b": {"rate": "100pps", "buffer": "10pkt"},
+                         "link_c": {"rate": "15pps", "buffer": "20pkt"},
+                         "pause": {"mode": mode, "high": 15, "low": 12}},
+            "flows": [{"cc": "reno"}], "duration": "3s", "interval": "1s", "warmup": 1}

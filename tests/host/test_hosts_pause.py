@@ -21,7 +21,7 @@ from experiments.errors import InputError
 from topologies.hosts import HostsTestbed
 from topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 
-from sshhosts import Host, SshHosts
+from sshhosts import Host, SshHosts, pause_chain_spec
 
 
 def chain_bed() -> SshHosts:
@@ -41,13 +41,6 @@ def bed():
         yield b
 
 
-def chain_spec(mode: str) -> dict:
-    return {"name": "h3pzpause", "testbed": "hosts",
-            "topology": {"name": "pause_chain", "scale": 10, "link_a": {"rate": "60pps"},
-                         "link_b": {"rate": "100pps", "buffer": "10pkt"},
-                         "link_c": {"rate": "15pps", "buffer": "20pkt"},
-                         "pause": {"mode": mode, "high": 15, "low": 12}},
-            "flows": [{"cc": "reno"}], "duration": "3s", "interval": "1s", "warmup": 1}
 
 
 def ccrig_run(tmp_path: Path, spec: dict, inventory: Path) -> subprocess.CompletedProcess:
@@ -80,7 +73,7 @@ def one_line_error(p: subprocess.CompletedProcess) -> str:
 @pytest.mark.parametrize("mode", ["ethtool", "auto"])
 def test_veth_nics_are_refused_before_anything_is_set_up(bed, tmp_path, mode):
     before = host_state(bed)
-    p = ccrig_run(tmp_path, chain_spec(mode), bed.inventory)
+    p = ccrig_run(tmp_path, pause_chain_spec(mode), bed.inventory)
     line = one_line_error(p)
     # the first NIC checked: node n1's link-B interface, on inventory host n1, reached over SSH
     n1 = bed.hosts["n1"]
@@ -99,19 +92,19 @@ def test_veth_nics_are_refused_before_anything_is_set_up(bed, tmp_path, mode):
 
 def test_missing_interface_is_named(bed, tmp_path):
     inv = yaml.safe_load(bed.inventory.read_text())
-    inv["all"]["children"]["routers"]["hosts"]["n2"]["ccrig_interfaces"]["n1"] = "h3pznope0"
+    inv["all"]["children"]["routers"]["hosts"]["n2"]["ccrig_interfaces"]["n1"] = "ccrignope0"
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(inv))
     before = host_state(bed)
-    line = one_line_error(ccrig_run(tmp_path, chain_spec("ethtool"), path))
-    assert "host n2" in line and "'h3pznope0' does not exist" in line, line
+    line = one_line_error(ccrig_run(tmp_path, pause_chain_spec("ethtool"), path))
+    assert "host n2" in line and "'ccrignope0' does not exist" in line, line
     assert host_state(bed) == before
 
 
 def test_frames_and_emulated_are_refused_on_hosts(bed, tmp_path):
-    line = one_line_error(ccrig_run(tmp_path, chain_spec("frames"), bed.inventory))
+    line = one_line_error(ccrig_run(tmp_path, pause_chain_spec("frames"), bed.inventory))
     assert "topology.pause.mode: got 'frames'" in line and "ethtool or auto on the hosts testbed" in line, line
-    line = one_line_error(ccrig_run(tmp_path, chain_spec("emulated"), bed.inventory))
+    line = one_line_error(ccrig_run(tmp_path, pause_chain_spec("emulated"), bed.inventory))
     assert "testbed: got 'hosts'" in line and "netns or vm" in line, line
 
 
@@ -120,7 +113,7 @@ def test_ethtool_runs_over_ssh_through_the_testbed(bed, tmp_path):
     reads the driver and link there, and an unsupported NIC is an error naming host, node, interface and driver,
     with nothing changed (no ethtool -A was run)."""
     from topologies.pause_chain import PauseChainSpec
-    spec = PauseChainSpec.model_validate(chain_spec("ethtool")["topology"])
+    spec = PauseChainSpec.model_validate(pause_chain_spec("ethtool")["topology"])
     topo = spec.build(flows=1)
     log = tmp_path / "commands.log"
     tb = HostsTestbed(topo, Commands(log), f"{bed.prefix}e", bed.inventory)
@@ -129,7 +122,7 @@ def test_ethtool_runs_over_ssh_through_the_testbed(bed, tmp_path):
         tool = Ethtool.on(tb, "n2")
         dev = tb.egress_device("n2", "n1")
         assert dev == "lab0"
-        assert tool.exists(dev) and not tool.exists("h3pznope0")
+        assert tool.exists(dev) and not tool.exists("ccrignope0")
         assert tool.driver(dev) == "veth"
         assert tool.carrier(dev)
         # the same answers as the namespace's own view: a down interface has no carrier
@@ -142,8 +135,8 @@ def test_ethtool_runs_over_ssh_through_the_testbed(bed, tmp_path):
         where = f"node n2 on host n2, {bed.operator}@{bed.hosts['n2'].address}:22"
         with pytest.raises(InputError, match=re.escape(f"interface lab0 ({where}) (driver veth) does not support")):
             NicPause().enable(tool, dev, PauseParams(autoneg=False, rx=False, tx=True))
-        with pytest.raises(InputError, match=re.escape(f"interface h3pznope0 ({where}) does not exist")):
-            tool.get("h3pznope0")
+        with pytest.raises(InputError, match=re.escape(f"interface ccrignope0 ({where}) does not exist")):
+            tool.get("ccrignope0")
         text = log.read_text()
         assert "ethtool -a lab0" in text and "ssh " in text
         assert "ethtool -A" not in text

@@ -28,18 +28,11 @@ from topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.append(str(ROOT / "tests" / "host"))  # appended: the host tier's module names must not shadow ours
-from sshhosts import Host, SshHosts  # noqa: E402
+from sshhosts import Host, SshHosts, bed_prefix, pause_chain_spec  # noqa: E402
 
 pytestmark = pytest.mark.slow_guest
 
 
-def chain_spec(mode: str) -> dict:
-    return {"name": "h3pzhostspause", "testbed": "hosts",
-            "topology": {"name": "pause_chain", "scale": 10, "link_a": {"rate": "60pps"},
-                         "link_b": {"rate": "100pps", "buffer": "10pkt"},
-                         "link_c": {"rate": "15pps", "buffer": "20pkt"},
-                         "pause": {"mode": mode, "high": 15, "low": 12}},
-            "flows": [{"cc": "reno"}], "duration": "3s", "interval": "1s", "warmup": 1}
 
 
 def nic_state(bed: SshHosts, host: str) -> str:
@@ -69,13 +62,13 @@ def bed(commands):
     cables = [("s1", "lab1", "n1", "lab1"), ("n2", "lab1", "d1", "lab1")]
     # virtme-ng's init bind-mounts a generated /etc/shadow (so that su works for any user), and useradd cannot
     # rename its new shadow file over a mount point: the bed's users need the overlay's own file meanwhile
-    shadow = Path(f"/tmp/h3pz{os.getpid()}-shadow")
+    shadow = Path(f"/tmp/ccrig{os.getpid()}-shadow")
     bound = commands.ok(["mountpoint", "-q", "/etc/shadow"])
     if bound:
         shadow.write_bytes(Path("/etc/shadow").read_bytes())
         commands.run(["umount", "/etc/shadow"])
     try:
-        b = SshHosts(hosts, cables, prefix=f"h3pz{os.getpid() % 10000}").up()
+        b = SshHosts(hosts, cables, prefix=bed_prefix()).up()
     except BaseException:
         if bound:
             commands.run(["mount", "--bind", str(shadow), "/etc/shadow"])
@@ -121,7 +114,7 @@ def wait_carrier(bed: SshHosts, timeout: float = 30) -> None:
 
 
 def test_ethtool_over_ssh_enables_verifies_and_restores(bed, tmp_path):
-    spec = specmod.validate(chain_spec("ethtool"), "test")
+    spec = specmod.validate(pause_chain_spec("ethtool"), "test")
     topo = spec.topology.build(1)
     log = tmp_path / "commands.log"
     tb = HostsTestbed(topo, Commands(log), f"{bed.prefix}e", bed.inventory)
@@ -151,7 +144,7 @@ def test_ethtool_over_ssh_enables_verifies_and_restores(bed, tmp_path):
 def test_pause_run_on_hosts_sets_link_b_exports_counters_and_restores(bed, tmp_path, monkeypatch):
     """auto on two NICs with flow control is ethtool: preflight passes over SSH, start() sets n1 to honour
     PAUSE and n2 to send it, the samples carry both NICs' counters, summary() their deltas, stop() undoes it."""
-    raw = chain_spec("auto")
+    raw = pause_chain_spec("auto")
     exp = specmod.validate(raw, "test")
     before = {h: nic_state(bed, h) for h in ("n1", "n2")}
     commands = Commands(tmp_path / "commands.log")
