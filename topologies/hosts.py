@@ -844,11 +844,13 @@ class HostsTestbed(Testbed):
         for argv in self._routes.get(node, []):
             quiet(argv)
         for p in self.ports.get(node, []):
-            quiet(["tc", "qdisc", "del", "dev", p.dev, "root"])
-            quiet(["ip", "addr", "del", f"{p.address}/{p.prefix}", "dev", p.dev])
             s = p.saved
             if not s:
+                # never prepared (a preflight that only connected, or an up() that failed before it): a lab
+                # NIC's own root qdisc and addresses are not ours to remove
                 continue
+            quiet(["tc", "qdisc", "del", "dev", p.dev, "root"])
+            quiet(["ip", "addr", "del", f"{p.address}/{p.prefix}", "dev", p.dev])
             args = []
             for k in ("gso_max_segs", "gso_max_size", "gro_max_size"):
                 if s.get(k) is not None:
