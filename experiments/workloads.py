@@ -134,8 +134,7 @@ class Traffic:
         they would begin late (past the measured intervals). Parked, each connects and waits (--wait-go);
         start_client() then only sends the signal. (On the hosts testbed the popen is the local ssh client,
         which a signal would end, and the remote Python starts at native speed: started on time as before.)"""
-        from topologies.netns import NetnsTestbed
-        if not isinstance(self.testbed, NetnsTestbed):
+        if not self.testbed.signals_reach_popen:
             return
         for f in self.flows:
             if f.script:

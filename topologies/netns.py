@@ -26,6 +26,7 @@ NETNS_DIR = Path("/run/netns")
 
 class NetnsTestbed(Testbed):
     name = "netns"
+    signals_reach_popen = True
 
     def ns(self, node: str) -> str:
         return f"{self.prefix}-{node}"

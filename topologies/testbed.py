@@ -15,6 +15,9 @@ from .topology import Topology
 
 class Testbed(ABC):
     name = "abstract"
+    # popen() returns the process itself, so a signal sent to its pid reaches the command (not so when it is a
+    # local ssh client standing for a remote one): the workloads may start senders early and signal them to go
+    signals_reach_popen = False
 
     def __init__(self, topology: Topology, commands: Commands, prefix: str):
         self.topology = topology
