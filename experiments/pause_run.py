@@ -140,7 +140,8 @@ class PauseRun:
                "scaling": self.spec.scaling()}
         if self.nic_record:
             # the ethtool state of link B's NICs: where, driver, as found and as the run set it
-            out["nics"] = {n: {k: r[k] for k in ("where", "dev", "driver", "before", "set")}
+            out["nics"] = {n: {"where": r["where"], "dev": r["dev"], "driver": r["driver"],
+                               "before": asdict(r["before"]), "set": asdict(r["settings"])}
                            for n, r in self.nic_record.items()}
         return out
 
@@ -151,7 +152,7 @@ class PauseRun:
             got = self.nics.enable(nic.tool, nic.dev, nic.want)   # restored by stop(), whatever happens next
             before = self.nics.saved[-1][2]
             self.nic_record[nic.node] = {"where": nic.tool.place, "dev": nic.dev, "driver": nic.tool.driver(nic.dev),
-                                         "before": asdict(before), "set": asdict(got), "settings": got}
+                                         "before": before, "settings": got}
         down = wait_carrier(self.nics.changed)
         if down:
             raise RunError(f"pause: no carrier on {', '.join(down)} 30 s after ethtool -A changed its flow "
@@ -204,12 +205,10 @@ class PauseRun:
         out = {**self.describe(), "queues": queues}
         if self.nic_record:
             # each NIC's PAUSE counters over the repetition (ethtool -I -a standard, driver_* from ethtool -S)
-            out["nics"] = {}
             for n, r in self.nic_record.items():
                 end, start = self._nic_counters(n), r.get("counters_start", {})
-                out["nics"][n] = {**{k: r[k] for k in ("where", "dev", "driver", "before", "set")},
-                                  "counters_start": start, "counters_end": end,
-                                  "counters": {k: v - start.get(k, 0) for k, v in end.items()}}
+                out["nics"][n].update({"counters_start": start, "counters_end": end,
+                                       "counters": {k: v - start.get(k, 0) for k, v in end.items()}})
         if self.ctl is not None:
             s = self._stop_controller()
             lat = sorted(s.latency_s)
