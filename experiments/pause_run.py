@@ -1,8 +1,9 @@
 """Ethernet PAUSE in a run: what the runner does for a pause_chain point whose topology sets `pause`.
 
     preflight   needs():  the actuator's qdisc (tbf) is there; modes that need real NICs are refused on
-                          testbeds made of veth pairs; pause_gain only on a pause_chain with pause; on the
-                          hosts testbed link B's NICs are checked over SSH (flow control supported)
+                          testbeds made of veth pairs; pause_gain only on a pause_chain with pause (on the
+                          hosts testbed, link B's NICs and node 1's tbf are checked over SSH in
+                          experiments/preflight._hosts)
     per repetition        PauseRun.of(...) -> start() after testbed.up(), before the traffic
                           (NIC flow control through ethtool, on whichever machine the node is, restored at
                           stop; the XOFF/XON controller)
@@ -60,15 +61,10 @@ def needs(points: list, commands, prefix: str) -> list:
         if not applies(exp):
             continue
         mode = exp.topology.pause.mode
-        if exp.testbed == "mininet" or (exp.testbed == "hosts" and mode == "emulated"):
+        if exp.testbed == "mininet":
             raise field_error("testbed", exp.testbed,
-                              "netns or vm for topology.pause mode emulated: the XOFF/XON controller reaches "
-                              "node 1 and node 2 through their named network namespaces")
-        if exp.testbed == "hosts" and mode == "frames":
-            raise field_error("topology.pause.mode", mode,
-                              "ethtool or auto on the hosts testbed: the frames actuator is the XOFF/XON "
-                              "controller sending 802.3x frames beside node 2's queue, which on hosts is another "
-                              "machine (not supported yet); frames and emulated run on testbed netns or vm")
+                              "netns, vm or hosts for topology.pause: the XOFF/XON controller reaches node 1 and "
+                              "node 2 as named network namespaces or as SSH hosts")
         if mode in ("ethtool", "frames") and exp.testbed not in NIC_TESTBEDS:
             raise field_error("topology.pause.mode", mode,
                               f"emulated or auto on the {exp.testbed} testbed, whose links are veth pairs "
@@ -79,34 +75,6 @@ def needs(points: list, commands, prefix: str) -> list:
         have = probe.available(commands, prefix)
         out.append(Need("the tbf queue discipline", "topology.pause (the XOFF/XON controller shapes link B)",
                         "tbf" in have, probe.missing_message("tbf", platform.release())))
-    return out + _hosts_nics(points, commands, prefix)
-
-
-def _hosts_nics(points: list, commands, prefix: str) -> list:
-    """On the hosts testbed, link B's NICs are checked now, before anything is set up: the testbed's own
-    preflight connects to the hosts (reachable, root, interfaces, tools) and chain_plan, which only reads
-    (ethtool -i, ethtool -a), runs over those connections; an interface without flow control is its
-    InputError, naming host, node, interface and driver. Then the connections are closed again (the run's
-    testbed opens its own); nothing was changed on any host."""
-    from topologies.hosts import HostsTestbed
-    from .preflight import Need
-    out, checked = [], set()
-    for p in points:
-        exp = p.experiment
-        if exp.testbed != "hosts" or not applies(exp) or exp.topology.pause.mode in checked:
-            continue
-        checked.add(exp.topology.pause.mode)
-        topo = exp.topology.build(exp.n_flows)
-        bed = HostsTestbed(topo, commands, f"{prefix}-pause")
-        try:
-            problems = bed.preflight()
-            if problems:
-                out.append(Need("the hosts testbed", "testbed hosts with topology.pause", False,
-                                "; ".join(problems)))
-                break
-            chain_plan(exp.topology, topo, bed, commands)
-        finally:
-            bed.down()
     return out
 
 
@@ -161,7 +129,8 @@ class PauseRun:
             r["counters_start"] = self._nic_counters(n)
         if self.plan.actuator is not None:
             self.ctl = chain_controller(self.spec, self.topo, self.testbed, self.commands,
-                                        events_csv=self.out / "pause_events.csv", actuator=self.plan.actuator)
+                                        events_csv=self.out / "pause_events.csv", actuator=self.plan.actuator,
+                                        workdir=self.out)
             self.ctl.start()
         # after the controller put tbf on link B: the counters the repetition's drops are measured from
         self.at_start = {k: self._queue(k) for k in self.queues}
@@ -216,6 +185,12 @@ class PauseRun:
                         "paused_s": s.paused_s, "polls": s.polls, "max_occupancy": s.max_occupancy,
                         "reaction_s": {"n": len(lat), **{name: (lat[min(len(lat) - 1, int(q * len(lat)))]
                                                                 if lat else None) for name, q in STATS}}})
+            if s.agent_signals is not None:
+                # node 1 on another machine: what its agent received and how long each change took there
+                apply = sorted(s.agent_apply_s)
+                out["agent"] = {"signals": s.agent_signals, "applied": len(apply),
+                                "apply_p50_s": apply[len(apply) // 2] if apply else None,
+                                "apply_max_s": apply[-1] if apply else None}
             with open(self.out / "pause_latency.csv", "w", newline="") as f:
                 w = csv.writer(f)
                 w.writerow(["latency_s", "actuate_s"])

@@ -75,6 +75,7 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
         out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
     from .pause_run import needs as pause_needs
     out += pause_needs(points, commands, prefix)
+    out += _hosts(points, commands, prefix)
     # one line per distinct need
     seen, unique = set(), []
     for n in out:
@@ -82,3 +83,59 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
             seen.add((n.feature, n.ok, n.how))
             unique.append(n)
     return unique
+
+
+def _hosts(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
+    """On the hosts testbed the kernels and NICs that matter are the hosts', checked now over SSH: the
+    testbed's own preflight connects (reachable, root, interfaces, tools); each host that transmits into a
+    link with a queue discipline has its kernel probed for it (in a scratch namespace there, as here); a
+    pause_chain's PAUSE plan is made (link B's NICs checked; tbf on node 1's host for the controller). Then
+    the connections close: nothing was changed on any host, and the run's testbed opens its own."""
+    from qdiscs import probe
+    from topologies.hosts import HostsTestbed
+    from topologies.pause import chain_plan
+    from .pause_run import applies
+    out, done = [], set()
+    for p in points:
+        exp = p.experiment
+        if exp.testbed != "hosts":
+            continue
+        topo = exp.topology.build(exp.n_flows)
+        wanted: dict[str, dict[str, str]] = {}   # node -> kind -> what needs it
+        for link in topo.links:
+            for (a, b), eg in (((link.a, link.b), link.a_to_b), ((link.b, link.a), link.b_to_a)):
+                if eg.qdisc is not None and eg.rate is not None:
+                    wanted.setdefault(a, {}).setdefault(eg.qdisc.kind, f"the {a}->{b} link's qdisc")
+                if eg.needs_netem:
+                    wanted.setdefault(a, {}).setdefault("netem", f"delay or loss on the {a}->{b} link")
+        pause = exp.topology.pause.mode if applies(exp) else None
+        key = (repr(sorted((n, sorted(k)) for n, k in wanted.items())), pause)
+        if key in done:
+            continue
+        done.add(key)
+        bed = HostsTestbed(topo, commands, f"{prefix}-pre")
+        try:
+            problems = bed.preflight()
+            if problems:
+                out.append(Need("the hosts testbed", "testbed: hosts", False, "; ".join(problems)))
+                break
+            if pause is not None:
+                (n1, _), (n2, _) = exp.topology.pause_nodes(topo)
+                if not (bed.owned(n1) and bed.owned(n2)):
+                    raise InputError(f"topology.pause: got mode {pause!r} with ccrig_bottleneck switch; expected "
+                                     f"router hosts as the pause_chain's {n1} and {n2} (ccrig_bottleneck: router): "
+                                     f"a hardware switch's flow control is the lab's configuration, not ccrig's")
+                if chain_plan(exp.topology, topo, bed, commands).actuator == "tbf":
+                    wanted.setdefault(n1, {}).setdefault("tbf", "topology.pause (the XOFF/XON controller shapes "
+                                                                "link B)")
+            for node, kinds in wanted.items():
+                if not bed.owned(node):
+                    continue   # the hardware switch: its queues are the lab's
+                release, have = probe.available_on(bed, node, f"{prefix}-pre", kinds)
+                host = bed.hosts[node].where
+                for kind, by in kinds.items():
+                    out.append(Need(f"the {kind} queue discipline on {host}", by, kind in have,
+                                    probe.missing_message(kind, release, host)))
+        finally:
+            bed.down()
+    return out

@@ -44,29 +44,47 @@ def available(commands: Commands, prefix: str) -> set[str]:
     """The disciplines (KINDS plus htb, tbf, netem) the running kernel can install."""
     release = os.uname().release
     if release not in _cache:
-        _cache[release] = frozenset(_try_all(commands, f"{prefix}-qprobe"))
+        def run(argv, check=True):
+            return commands.run(argv, check=check)
+        _cache[release] = frozenset(_try_all(run, f"{prefix}-qprobe", modules_supported()))
     return set(_cache[release])
 
 
-def _try_all(commands: Commands, ns: str) -> set[str]:
-    loadable = modules_supported()
+def available_on(testbed, node: str, prefix: str, kinds) -> tuple[str, set[str]]:
+    """The kernel release of node's machine (a host of the hosts testbed, over its connection) and which of
+    kinds that kernel can install, probed there the same way."""
+    def run(argv, check=True):
+        return testbed.run(node, argv, check=check)
+    release = run(["uname", "-r"]).stdout.strip()
+    loadable = run(["test", "-e", "/proc/modules"], check=False).returncode == 0
+    return release, _try_all(run, f"{prefix}-qprobe", loadable, set(kinds))
+
+
+def _try_all(run, ns: str, loadable: bool, kinds: set[str] | None = None) -> set[str]:
+    """run(argv, check) runs a command on the machine probed; ns is the scratch namespace made there; kinds:
+    the disciplines to try (None: all)."""
+    def ok(argv):
+        return run(argv, check=False).returncode == 0
+    inside = ["ip", "netns", "exec", ns]
     found = set()
-    commands.ok(["ip", "netns", "del", ns])  # left by a probe of this prefix that was killed
-    commands.run(["ip", "netns", "add", ns])
+    ok(["ip", "netns", "del", ns])  # left by a probe of this prefix that was killed
+    run(["ip", "netns", "add", ns])
     try:
         for kind, (module, args) in probes().items():
+            if kinds is not None and kind not in kinds:
+                continue
             if loadable and module:
-                commands.ok(["modprobe", "-q", module])
+                ok(["modprobe", "-q", module])
             argv = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", *args]
-            proc = commands.run(argv, ns=ns, check=False)
+            proc = run([*inside, *argv], check=False)
             if proc.returncode == 0:
                 found.add(kind)
-                commands.ok(["tc", "qdisc", "del", "dev", "lo", "root"], ns=ns)
+                ok([*inside, "tc", "qdisc", "del", "dev", "lo", "root"])
             elif not _unknown_kind(proc.stderr):
                 # the kernel knows the kind but refused our parameters: a bug here, not a missing feature
                 raise RunError(f"probing {kind}: {shlex.join(argv)} failed: {proc.stderr.strip()}")
     finally:
-        commands.ok(["ip", "netns", "del", ns])
+        ok(["ip", "netns", "del", ns])
     return found
 
 
@@ -79,9 +97,13 @@ def module_of(kind: str) -> str:
     return probes()[kind][0] if kind in probes() else f"sch_{kind}"
 
 
-def missing_message(kind: str, release: str) -> str:
-    """One sentence: which discipline is missing, in which kernel, and the way out."""
+def missing_message(kind: str, release: str, host: str | None = None) -> str:
+    """One sentence: which discipline is missing, in which kernel (of which host, if not this machine), and the
+    way out."""
     module = module_of(kind)
+    if host is not None:
+        return (f"queue discipline {kind!r} is not available in kernel {release} on {host}: load it there with "
+                f"`modprobe {module}`, or give that host a kernel with {module} (a distribution kernel has it)")
     if release == os.uname().release and not modules_supported():
         way = (f"this kernel cannot load modules, so run on a distribution kernel with `testbed: vm` "
                f"(or use a kernel built with {module})")

@@ -28,6 +28,7 @@ down() restores every host: tc, addresses, routes, interface settings, forwardin
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shlex
@@ -215,7 +216,7 @@ class SshHost:
         self.commands = commands
         self.control = control_dir / f"{host.name}.sock"
         self.master: subprocess.Popen | None = None
-        self.keep: list[int] = []  # write ends of the background commands' stdin
+        self.keep: dict[int, int] = {}  # background command's local pid -> write end of its stdin
 
     def ssh_argv(self) -> list[str]:
         h = self.host
@@ -286,12 +287,19 @@ class SshHost:
             raise
         finally:
             os.close(r)
-        self.keep.append(w)
+        self.keep[p.pid] = w
         return p
+
+    def end(self, proc: subprocess.Popen) -> None:
+        """Ends one background command the way the wrapper knows: EOF on its stdin, then SIGTERM there, so its
+        last words still come back through ssh."""
+        w = self.keep.pop(proc.pid, None)
+        if w is not None:
+            os.close(w)
 
     def close_stdin(self) -> None:
         """Ends every background command still running through this connection (see POPEN_WRAPPER)."""
-        for w in self.keep:
+        for w in self.keep.values():
             try:
                 os.close(w)
             except OSError:
@@ -743,6 +751,9 @@ class HostsTestbed(Testbed):
         self._ensure_remote_dir(node)
         return conn.popen(self._staged_argv(node, argv), pidfile, stdout, stderr)
 
+    def end(self, node, proc):
+        self._conn(node).end(proc)
+
     def python(self, node: str) -> list[str]:
         return ["python3"]
 
@@ -790,18 +801,23 @@ class HostsTestbed(Testbed):
         for word in argv:
             p = Path(word) if word.startswith("/") else None
             if p is not None and p.is_file() and PROJECT in p.resolve().parents:
-                word = self._stage(node, p)
+                word = self.stage(node, p)
             out.append(word)
         return out
 
-    def _stage(self, node: str, path: Path) -> str:
+    def stage(self, node: str, path: Path) -> str:
+        """Copies path to the host once (text as it is, so commands.log shows it; a binary as base64)."""
         key = (node, str(path))
         with self._lock:
             if key in self._staged:
                 return self._staged[key]
         self._ensure_remote_dir(node)
         remote = f"{self._remote_dir(node)}/{path.name}"
-        self._conn(node).run(["sh", "-c", 'cat > "$1"', "stage", remote], root=False, input=path.read_text())
+        try:
+            argv, text = ["sh", "-c", 'cat > "$1"', "stage", remote], path.read_text()
+        except UnicodeDecodeError:
+            argv, text = ["sh", "-c", 'base64 -d > "$1"', "stage", remote], base64.b64encode(path.read_bytes()).decode()
+        self._conn(node).run(argv, root=False, input=text)
         with self._lock:
             self._staged[key] = remote
         return remote

@@ -5,9 +5,11 @@ hosts, vm). Like Mininet's Node, a testbed runs argv lists "on a node"; the argv
 """
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from abc import ABC, abstractmethod
+from pathlib import Path
 
 from experiments.commands import Commands
 from .topology import Topology
@@ -44,6 +46,14 @@ class Testbed(ABC):
     @abstractmethod
     def popen(self, node: str, argv: list[str], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) -> subprocess.Popen:
         """Starts argv on node in the background (killing the Popen's process group stops it)."""
+
+    def end(self, node: str, proc: subprocess.Popen) -> None:
+        """Asks a command popen() started to finish (SIGTERM), so it can still report before it exits."""
+        proc.send_signal(signal.SIGTERM)
+
+    def stage(self, node: str, path: Path) -> str:
+        """Where node finds the file at path of this machine (a copy on a remote host)."""
+        return str(path)
 
     def address(self, node: str) -> str:
         """The node's address on the experiment network."""

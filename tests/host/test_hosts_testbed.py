@@ -168,6 +168,27 @@ def test_wrong_interface_unreachable_host_and_unmapped_node_are_named_before_any
     assert "198.18." not in bed.exec("r1", ["ip", "-br", "addr"]).stdout
 
 
+def test_qdisc_missing_in_a_hosts_kernel_is_named_before_anything(bed, tmp_path):
+    """The hosts' kernels are probed over SSH in preflight (here they are this machine's 6.18, which has no
+    red): the error names the discipline, the kernel, the host, and the way out; nothing is set up."""
+    from conftest import CCRIG, ROOT
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "hostsred", "testbed": "hosts", "flows": [{"cc": "reno"}], "duration": "4s",
+        "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit", "buffer": "50pkt", "qdisc": "red"}}}))
+    p = subprocess.run([*CCRIG, "run", str(spec), "--inventory", str(bed.inventory), "--out", str(tmp_path / "runs"),
+                        "--prometheus", "off", "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    r1 = f"host r1 ({bed.operator}@{bed.hosts['r1'].address}:22)"
+    assert f"queue discipline 'red' is not available in kernel {os.uname().release} on {r1}" in p.stderr, p.stderr
+    assert "modprobe sch_red" in p.stderr
+    # only the bottleneck's host transmits into red; the others were not blamed
+    assert "on host s1" not in p.stderr and "on host d1" not in p.stderr
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+    assert "198.18." not in bed.exec("r1", ["ip", "-br", "addr"]).stdout
+    assert "-qprobe" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
 def test_host_without_sudo_is_refused(bed, tmp_path):
     user = bed.add_user("ns")
     inv = write_inventory(bed, tmp_path, lambda g: g["senders"]["hosts"]["s1"].update(ansible_user=user))

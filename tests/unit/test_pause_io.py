@@ -86,3 +86,40 @@ def render(samples) -> str:
     finally:
         for k in added:
             HELP.pop(k)
+
+
+def test_agent_zip_is_reproducible_and_runs_without_ccrig(tmp_path):
+    """The program the hosts run: the same bytes every time, and it starts under an interpreter that sees
+    neither this checkout nor its virtualenv (-I -S), answering a bad interface with its one-line error."""
+    import json
+    import subprocess
+    from dataclasses import asdict
+
+    from topologies.pause.emulated import EmulatedPauseConfig, agent_zip
+    a, b = agent_zip(tmp_path / "a.pyz"), agent_zip(tmp_path / "b.pyz")
+    assert a.read_bytes() == b.read_bytes()
+    cfg = EmulatedPauseConfig(down_dev="lab1", up_dev="ccrignope0", high=5, low=3, rate_bps=1e6, paused_bps=0,
+                              up_limit=10, down_limit=20, departure_pps=100, signal_to="127.0.0.1")
+    p = subprocess.run(["python3", "-I", "-S", str(a), "obey", json.dumps(asdict(cfg))], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and json.loads(p.stdout) == {"error": "[Errno 19] no interface 'ccrignope0'"}, p
+
+
+def test_rate_signal_numbers_and_repeats(tmp_path):
+    """What the controller sends node 1's agent: "SEQ BPS", a new number per rate, the rate in force repeated."""
+    import socket
+
+    from topologies.pause.emulated import RESEND_EVERY, RateSignal
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as agent:
+        agent.bind(("127.0.0.1", 0))
+        agent.settimeout(5)
+        sig = RateSignal("127.0.0.1", agent.getsockname()[1])
+        sig.repeat(0.0)                       # nothing to repeat before the first rate
+        sig.send(1e6)
+        sig.send(0)
+        sig.repeat(sig.sent_at + RESEND_EVERY / 2)
+        sig.repeat(sig.sent_at + 1.5 * RESEND_EVERY)
+        assert [agent.recv(64) for _ in range(3)] == [b"1 1000000", b"2 0", b"2 0"]
+        agent.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            agent.recv(64)

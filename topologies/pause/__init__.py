@@ -4,7 +4,8 @@
 For a pause_chain topology the runner calls `chain_plan` (mode, auto's note, NIC settings; on the hosts
 testbed already in preflight, over SSH: experiments/pause_run.needs), applies the NIC settings with
 ethtool.NicPause, and, unless the NICs do it all, `chain_controller` for an EmulatedPause to start() before
-traffic and stop() after.
+traffic and stop() after: on this machine where the nodes are namespaces (netns, vm), else on node 2's host
+with an agent on node 1's (hosts).
 """
 from __future__ import annotations
 
@@ -12,39 +13,51 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.commands import Commands
-from experiments.errors import InputError
-from .emulated import EmulatedPause, EmulatedPauseConfig
+from experiments.errors import InputError, RunError
+from .emulated import EmulatedPause, EmulatedPauseConfig, OnTestbed, agent_zip
 from .ethtool import Ethtool, PauseParams, resolve_mode
 
 
 def chain_config(spec, topo, testbed, actuator: str = "tbf") -> EmulatedPauseConfig:
-    """The controller's settings for a PauseChainSpec realised on a testbed whose nodes are network
-    namespaces (netns, and netns inside the vm testbed): testbed.ns(node) names them.
+    """The controller's settings for a PauseChainSpec realised on a testbed.
 
+    Where the nodes are network namespaces of this machine (netns, and netns inside the vm testbed;
+    testbed.ns(node) names them) the controller reaches both from here. Where they are separate machines
+    (hosts), it runs on node 2's and signals node 1's rates to an agent there, at node 1's address on link B.
     actuator tbf shapes node 1's link B (mode emulated); frames sends 802.3x frames from node 2's interface
     on link B to node 1's (mode frames: node 1's NIC must have rx pause on)."""
     p = spec.pause
     if p is None:
         raise InputError("topology.pause: not set; the pause_chain has no PAUSE to control")
     ns = getattr(testbed, "ns", None)
-    if ns is None:
-        raise InputError(f"topology.pause.mode: got {p.mode!r} on the {testbed.name} testbed; expected a testbed "
-                         f"whose nodes are network namespaces (netns, vm), or mode ethtool on real NICs")
     (n1, toward2), (n2, toward_c) = spec.pause_nodes(topo)
+    signal_to = None
+    if ns is None and actuator == "tbf":
+        signal_to = next(x.address for x in topo.interfaces()[n1] if x.peer == n2)
     return EmulatedPauseConfig(
-        down_ns=ns(n2), down_dev=testbed.egress_device(n2, toward_c),
-        up_ns=ns(n1), up_dev=testbed.egress_device(n1, toward2),
+        down_ns=ns(n2) if ns else None, down_dev=testbed.egress_device(n2, toward_c),
+        up_ns=ns(n1) if ns else None, up_dev=testbed.egress_device(n1, toward2),
         high=p.high, low=p.t2,
         rate_bps=spec.rate_bps(spec.link_b.rate), paused_bps=spec.rate_bps(p.paused_rate),
         up_limit=spec.link_b.buffer.packets, down_limit=spec.link_c.buffer.packets,
         departure_pps=spec.rate_bps(spec.link_c.rate) / (8 * spec.wire), wire_bytes=spec.wire,
         quanta=p.quanta, refresh=p.refresh, poll=p.poll,
-        actuator=actuator, frames_dev=testbed.egress_device(n2, n1) if actuator == "frames" else None)
+        actuator=actuator, frames_dev=testbed.egress_device(n2, n1) if actuator == "frames" else None,
+        signal_to=signal_to)
 
 
 def chain_controller(spec, topo, testbed, commands: Commands, events_csv: Path | None = None,
-                     actuator: str = "tbf") -> EmulatedPause:
-    return EmulatedPause(chain_config(spec, topo, testbed, actuator), commands, events_csv)
+                     actuator: str = "tbf", workdir: Path | None = None) -> EmulatedPause:
+    """The controller for a run; on a testbed of separate machines its program is written to workdir (the
+    repetition's archive: the zip the hosts ran) and copied to node 1's and node 2's hosts."""
+    cfg = chain_config(spec, topo, testbed, actuator)
+    if getattr(testbed, "ns", None) is not None:
+        return EmulatedPause(cfg, commands, events_csv)
+    if workdir is None:
+        raise RunError(f"PAUSE controller on the {testbed.name} testbed: needs a directory for its program")
+    (n1, _), (n2, _) = spec.pause_nodes(topo)
+    where = OnTestbed(testbed, n1, n2, agent_zip(workdir / "pause_agent.pyz"))
+    return EmulatedPause(cfg, commands, events_csv, where)
 
 
 @dataclass
@@ -75,21 +88,14 @@ def chain_plan(spec, topo, testbed, commands: Commands) -> ChainPlan:
     emulated: the controller shapes link B (tbf). frames: node 1's NIC honours PAUSE (rx on) and the controller
     sends real frames from node 2's NIC. ethtool: both NICs' own flow control (node 2's NIC sends PAUSE when its
     receive buffer fills: hardware thresholds, not T1/T2). auto: ethtool where both NICs support it, else
-    emulated, with a note. The controller (emulated, frames) reaches both nodes as network namespaces of this
-    machine, so on other testbeds (hosts: separate machines over SSH) only ethtool, or auto finding NICs with
-    flow control, can run."""
+    emulated, with a note (virtual NICs: cloud VMs, veth)."""
     p = spec.pause
     (n1, toward2), _ = spec.pause_nodes(topo)
-    local = getattr(testbed, "ns", None) is not None
-    if p.mode in ("emulated", "frames") and not local:
-        raise InputError(f"topology.pause.mode: got {p.mode!r} on the {testbed.name} testbed; expected ethtool or "
-                         f"auto there (NICs with flow control): the XOFF/XON controller reaches node 1 and node 2 as "
-                         f"network namespaces of one machine (testbed netns or vm)")
     up = NicSetting(n1, Ethtool.on(testbed, n1), testbed.egress_device(n1, toward2),
                     PauseParams(autoneg=False, rx=True, tx=False))
     down = NicSetting(toward2, Ethtool.on(testbed, toward2), testbed.egress_device(toward2, n1),
                       PauseParams(autoneg=False, rx=False, tx=True))
-    mode, note = resolve_mode(p.mode, [(up.tool, up.dev), (down.tool, down.dev)], emulated=local)
+    mode, note = resolve_mode(p.mode, [(up.tool, up.dev), (down.tool, down.dev)])
     if mode == "emulated":
         return ChainPlan(mode, note, [], "tbf")
     if mode == "frames":

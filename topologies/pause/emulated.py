@@ -19,6 +19,13 @@ from a threshold it polls rarely and near one every `poll` seconds.
 Latency of one reaction = the time the change was acknowledged by the kernel (it is then in force) minus
 the time of the previous poll, which still saw the other side of the threshold: an upper bound on
 "threshold crossing to rate change in effect". Every event goes to events.csv; stats() has the totals.
+
+Across machines (the hosts testbed: node 1 and node 2 are separate hosts) the controller runs on node 2's
+host and node 1's tbf is changed by an agent on node 1's host (`obey`), to which the controller signals each
+rate change in a UDP datagram sent to node 1's address on link B: the signal crosses link B backwards, as a
+PAUSE frame would. There the latency ends when the signal leaves node 2 (as with real frames); the agent's own
+time from datagram to tbf change in force is reported beside it (agent_apply_s). Both programs travel to the
+hosts as one zip (agent_zip), since the hosts have no ccrig installed.
 """
 from __future__ import annotations
 
@@ -26,10 +33,12 @@ import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,6 +50,7 @@ from .rtnl import Rtnl, in_namespace, parse_handle
 
 EVENT_FIELDS = ["t", "event", "occupancy", "rate_bps", "latency_s", "actuate_s"]
 STATUS_EVERY = 0.25  # seconds between the child's status lines (live Prometheus values)
+RESEND_EVERY = 0.1   # seconds between repeats of the rate in force to a remote agent (a lost XON must not last)
 
 
 @dataclass
@@ -68,6 +78,10 @@ class EmulatedPauseConfig:
     # (node 2's interface toward node 1, in down_ns) and let node 1's NIC honour them (real NICs)
     actuator: str = "tbf"
     frames_dev: str | None = None
+    # tbf on another machine: node 1's address on link B, where its agent (obey) listens for the rates, and
+    # the agent's port (it reports the one it bound); None: node 1's tbf is reached here through up_ns
+    signal_to: str | None = None
+    signal_port: int | None = None
 
     def __post_init__(self):
         if self.actuator not in ("tbf", "frames"):
@@ -88,6 +102,8 @@ class EmulatedPauseConfig:
         if self.high > self.down_limit:
             raise InputError(f"pause.high: got {self.high!r}; expected at most the downstream buffer B2 = "
                              f"{self.down_limit} packets")
+        if self.signal_to is not None and self.actuator != "tbf":
+            raise InputError(f"pause actuator {self.actuator}: signal_to is for tbf on another machine")
         if not 20e-6 <= self.poll <= 0.1:
             raise InputError(f"pause.poll: got {self.poll!r} s; expected 20us to 100ms")
 
@@ -95,11 +111,12 @@ class EmulatedPauseConfig:
     def arrival_pps(self) -> float:
         return self.rate_bps / (8 * self.wire_bytes)
 
-    def tbf_argv(self, rate_bps: float) -> list[list[str]]:
+    def tbf_argv(self, rate_bps: float, verb: str = "add") -> list[list[str]]:
         """The tc commands that put node 1's link B on tbf at rate_bps over a pfifo of B1 (handles as the htb
-        shaper's, 1: and 10:, so statistics readers find the queue where they expect it)."""
+        shaper's, 1: and 10:, so statistics readers find the queue where they expect it); verb change: the
+        first alone sets the rate of the tbf in place."""
         dev, burst = self.up_dev, str(self.wire_bytes)
-        return [["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", f"{max(8, round(rate_bps))}bit",
+        return [["tc", "qdisc", verb, "dev", dev, "root", "handle", "1:", "tbf", "rate", f"{max(8, round(rate_bps))}bit",
                  "burst", burst, "limit", str(self.up_limit * self.wire_bytes)],
                 ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo",
                  "limit", str(self.up_limit)]]
@@ -112,7 +129,9 @@ class _Loop:
         self.cfg, self.out = cfg, out
         self.link = PauseLink(cfg.high, cfg.low, cfg.rate_bps, cfg.quanta, cfg.refresh)
         self.down = Rtnl(cfg.down_ns, cfg.down_dev)
-        self.up = Rtnl(cfg.up_ns, cfg.up_dev) if cfg.actuator == "tbf" else None
+        local_tbf = cfg.actuator == "tbf" and cfg.signal_to is None
+        self.up = Rtnl(cfg.up_ns, cfg.up_dev) if local_tbf else None
+        self.signal = RateSignal(cfg.signal_to, cfg.signal_port) if cfg.actuator == "tbf" and not local_tbf else None
         self.frames = None
         if cfg.actuator == "frames":
             with in_namespace(cfg.down_ns):
@@ -130,6 +149,8 @@ class _Loop:
     def set_rate(self, bps: float) -> None:
         if self.up is not None:
             self.up.change_tbf(round(bps / 8), self.cfg.wire_bytes, self.cfg.up_limit)
+        elif self.signal is not None:
+            self.signal.send(bps)
 
     def read(self) -> int:
         return self.down.qdisc_stats(self.handle).qlen
@@ -160,7 +181,7 @@ class _Loop:
         if self.frames is not None and frame is not None:
             self.frames.send_frame(frame)
             acted = True
-        elif self.up is not None and change is not None:
+        elif self.frames is None and change is not None:
             self.set_rate(bps)
             acted = True
         done = time.monotonic()
@@ -185,6 +206,8 @@ class _Loop:
                 since = deadline if frame is None or (frame.refresh and deadline is not None) else last_poll
                 self.act(frame, change, now, q, since)
             last_poll = now
+            if self.signal is not None:
+                self.signal.repeat(now)
             if now - last_status >= STATUS_EVERY:
                 last_status = now
                 self.emit({"status": self.summary(now)})
@@ -222,9 +245,80 @@ def _speed_up() -> None:
         pass
 
 
+class RateSignal:
+    """The controller's end of the signal to a remote node 1: "SEQ BPS" datagrams, each new rate with the next
+    sequence number; the rate in force is repeated every RESEND_EVERY so a lost datagram costs at most that."""
+
+    def __init__(self, address: str, port: int):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.connect((address, port))
+        self.seq, self.message, self.sent_at = 0, b"", 0.0
+
+    def send(self, bps: float) -> None:
+        self.seq += 1
+        self.message = f"{self.seq} {round(bps)}".encode()
+        self._send(time.monotonic())
+
+    def _send(self, now: float) -> None:
+        self.sent_at = now
+        try:
+            self.sock.send(self.message)
+        except OSError:
+            pass   # a refused datagram (agent gone) is noticed by the runner; the next repeat tries again
+
+    def repeat(self, now: float) -> None:
+        if self.message and now - self.sent_at >= RESEND_EVERY:
+            self._send(now)
+
+
+def obey(cfg: EmulatedPauseConfig, out) -> int:
+    """Node 1's agent on another machine: applies to its tbf the rates the controller on node 2 signals, the
+    newest sequence number winning; on SIGTERM it leaves link B at μ1 and reports what it did."""
+    up = Rtnl(cfg.up_ns, cfg.up_dev)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((cfg.signal_to, cfg.signal_port or 0))
+    sock.settimeout(0.2)   # how soon a SIGTERM is noticed
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    _speed_up()
+    out.write(json.dumps({"ready": True, "port": sock.getsockname()[1]}) + "\n")
+    out.flush()
+    last, signals, apply_s = 0, 0, []
+    try:
+        while not stop:
+            try:
+                data = sock.recv(64)
+            except (socket.timeout, InterruptedError):
+                continue
+            signals += 1
+            try:
+                seq, bps = (int(w) for w in data.split())
+            except ValueError:
+                continue
+            if seq <= last:
+                continue   # a repeat, or overtaken
+            t = time.monotonic()
+            up.change_tbf(round(bps / 8), cfg.wire_bytes, cfg.up_limit)
+            apply_s.append(time.monotonic() - t)
+            last = seq
+    finally:
+        up.change_tbf(round(cfg.rate_bps / 8), cfg.wire_bytes, cfg.up_limit)
+        out.write(json.dumps({"agent": {"signals": signals, "applied": len(apply_s), "apply_s": apply_s}}) + "\n")
+        out.flush()
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    cfg = EmulatedPauseConfig(**json.loads(argv[0]))
     out = sys.stdout
+    if argv and argv[0] == "obey":
+        try:
+            return obey(EmulatedPauseConfig(**json.loads(argv[1])), out)
+        except OSError as e:
+            out.write(json.dumps({"error": str(e)}) + "\n")
+            out.flush()
+            return 2
+    cfg = EmulatedPauseConfig(**json.loads(argv[0]))
     try:
         loop = _Loop(cfg, out)
         loop.read()
@@ -264,6 +358,77 @@ class PauseStats:
     elapsed_s: float = 0.0
     latency_s: list[float] = field(default_factory=list)   # one per rate change
     actuate_s: list[float] = field(default_factory=list)
+    agent_signals: int | None = None                       # a remote node 1's agent: datagrams received,
+    agent_apply_s: list[float] = field(default_factory=list)   # and its time from datagram to tbf in force
+
+
+# The controller's program on a machine without ccrig: these modules (standard library only) under empty
+# package markers, since the packages' own __init__ import the spec models (pydantic)
+AGENT_MODULES = ("topologies/pause/emulated.py", "topologies/pause/controller.py", "topologies/pause/frames.py",
+                 "topologies/pause/rtnl.py", "experiments/commands.py", "experiments/errors.py")
+
+
+def agent_zip(path: Path) -> Path:
+    """Writes the controller and node 1's agent as one zip Python runs (`python3 agent.pyz ...`); the same
+    bytes every time (fixed dates), so runs of one ccrig version ship identical programs."""
+    root = Path(__file__).resolve().parents[2]
+    files = {f"{pkg}/__init__.py": "" for pkg in ("topologies", "topologies/pause", "experiments")}
+    files.update({m: (root / m).read_text() for m in AGENT_MODULES})
+    files["__main__.py"] = "import sys\nfrom topologies.pause.emulated import main\nsys.exit(main(sys.argv[1:]))\n"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in sorted(files.items()):
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, text)
+    return path
+
+
+class Here:
+    """Node 1 and node 2 are network namespaces of this machine (netns, the vm guest): the controller runs
+    here and reaches both through the namespaces its config names."""
+    remote = False
+
+    def __init__(self, commands: Commands, cfg: EmulatedPauseConfig):
+        self.commands, self.cfg = commands, cfg
+
+    def run_up(self, argv: list[str], check: bool = True) -> bool:
+        if check:
+            self.commands.run(argv, ns=self.cfg.up_ns)
+            return True
+        return self.commands.ok(argv, ns=self.cfg.up_ns)
+
+    def popen(self, role: str, args: list[str]) -> subprocess.Popen:
+        return self.commands.popen([sys.executable, "-m", "topologies.pause.emulated", *args],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def end(self, role: str, proc: subprocess.Popen) -> None:
+        proc.send_signal(signal.SIGTERM)
+
+
+class OnTestbed:
+    """Node 1 and node 2 are machines of a testbed (hosts): the controller runs on node 2's, node 1's tc and
+    its agent on node 1's, both from the agent zip the testbed copies there."""
+    remote = True
+
+    def __init__(self, testbed, node1: str, node2: str, agent: Path):
+        self.testbed, self.agent = testbed, agent
+        self.nodes = {"agent": node1, "controller": node2}
+
+    def run_up(self, argv: list[str], check: bool = True) -> bool:
+        try:
+            return self.testbed.run(self.nodes["agent"], argv, check=check).returncode == 0
+        except RunError:
+            if check:
+                raise
+            return False
+
+    def popen(self, role: str, args: list[str]) -> subprocess.Popen:
+        node = self.nodes[role]
+        argv = [*self.testbed.python(node), self.testbed.stage(node, self.agent), *args]
+        return self.testbed.popen(node, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def end(self, role: str, proc: subprocess.Popen) -> None:
+        self.testbed.end(self.nodes[role], proc)
 
 
 class EmulatedPause:
@@ -271,18 +436,24 @@ class EmulatedPause:
     (always, also on errors: it restores link B to μ1 and never raises), stats() at any time.
 
     start() replaces node 1's shaper on link B by tbf at μ1 over a pfifo of B1 (through Commands, so it is
-    in commands.log) and starts the controller process. events_csv, if given, receives every event.
+    in commands.log) and starts the controller process (and, where node 1 is another machine, its agent
+    first). events_csv, if given, receives every event. where: Here (default) or OnTestbed.
     """
 
-    def __init__(self, cfg: EmulatedPauseConfig, commands: Commands, events_csv: Path | None = None):
+    def __init__(self, cfg: EmulatedPauseConfig, commands: Commands, events_csv: Path | None = None,
+                 where: Here | OnTestbed | None = None):
         self.cfg, self.commands, self.events_csv = cfg, commands, events_csv
+        self.where = where or Here(commands, cfg)
         self.proc: subprocess.Popen | None = None
+        self.agent: subprocess.Popen | None = None
         self._stats = PauseStats()
         self._lock = threading.Lock()
-        self._reader: threading.Thread | None = None
+        self._readers: list[threading.Thread] = []
         self._ready = threading.Event()
+        self._agent_ready = threading.Event()
+        self._agent_port: int | None = None
         self._error: str | None = None
-        self._diag: list[str] = []   # what the process printed that is not a message (a traceback)
+        self._diag: list[str] = []   # what the processes printed that is not a message (a traceback)
         self._csv = None
 
     # lifecycle
@@ -291,42 +462,56 @@ class EmulatedPause:
         because a guest under TCG (the vm testbed) takes seconds to start Python."""
         cfg = self.cfg
         if cfg.actuator == "tbf":
-            self.commands.ok(["tc", "qdisc", "del", "dev", cfg.up_dev, "root"], ns=cfg.up_ns)
+            self.where.run_up(["tc", "qdisc", "del", "dev", cfg.up_dev, "root"], check=False)
             for argv in cfg.tbf_argv(cfg.rate_bps):
-                self.commands.run(argv, ns=cfg.up_ns)
+                self.where.run_up(argv)
         if self.events_csv is not None:
             self.events_csv.parent.mkdir(parents=True, exist_ok=True)
             self._csv = open(self.events_csv, "w", newline="")
             csv.writer(self._csv).writerow(EVENT_FIELDS)
-        self.proc = self.commands.popen([sys.executable, "-m", "topologies.pause.emulated",
-                                         json.dumps(asdict(cfg))], stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT)
-        self._reader = threading.Thread(target=self._read, name="pause-reader", daemon=True)
-        self._reader.start()
+        if cfg.actuator == "tbf" and self.where.remote:
+            self.agent = self.where.popen("agent", ["obey", json.dumps(asdict(cfg))])
+            self._follow(self.agent, "pause-agent", self._agent_ready)
+            if not self._agent_ready.wait(timeout) or self._error:
+                self._fail("node 1's agent", f"{cfg.up_dev}, rates signalled to {cfg.signal_to}", timeout)
+            cfg = EmulatedPauseConfig(**{**asdict(cfg), "signal_port": self._agent_port})
+        self.proc = self.where.popen("controller", [json.dumps(asdict(cfg))])
+        self._follow(self.proc, "pause-reader", self._ready)
         if not self._ready.wait(timeout) or self._error:
-            err = self._error or (f"no answer within {timeout:g} s"
-                                  + (f"; it said: {self._diag[-1]}" if self._diag else ""))
-            self.stop()
-            where = f"{cfg.down_dev} in {cfg.down_ns}" if cfg.down_ns else cfg.down_dev
-            raise RunError(f"PAUSE controller (watching {where}, qdisc {cfg.down_handle}) failed to start: {err}")
+            self._fail("PAUSE controller", f"watching {cfg.down_dev}"
+                       + (f" in {cfg.down_ns}" if cfg.down_ns else "") + f", qdisc {cfg.down_handle}", timeout)
+
+    def _fail(self, who: str, what: str, timeout: float) -> None:
+        err = self._error or (f"no answer within {timeout:g} s" + (f"; it said: {self._diag[-1]}" if self._diag else ""))
+        self.stop()
+        raise RunError(f"{who} ({what}) failed to start: {err}")
+
+    def _follow(self, proc: subprocess.Popen, name: str, ready: threading.Event) -> None:
+        """Reads proc's messages in a thread; ready is set when it is, or when it ended without being so."""
+        t = threading.Thread(target=self._read, args=(proc, ready), name=name, daemon=True)
+        t.start()
+        self._readers.append(t)
 
     def stop(self) -> PauseStats:
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
+        # the controller first (its last act signals μ1), then node 1's agent (which sets μ1 as it ends)
+        for role, proc in (("controller", self.proc), ("agent", self.agent)):
+            if proc is None or proc.poll() is not None:
+                continue
             try:
-                proc.send_signal(signal.SIGTERM)
+                self.where.end(role, proc)
                 proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+            except (subprocess.TimeoutExpired, RunError, OSError):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
                 proc.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
-        # whatever happened to the process, link B runs at μ1 again (the namespace may be gone already)
+        for t in self._readers:
+            t.join(timeout=5)
+        # whatever happened to the processes, link B runs at μ1 again (the namespace may be gone already)
         cfg = self.cfg
         if cfg.actuator == "tbf":
-            self.commands.ok(["tc", "qdisc", "change", "dev", cfg.up_dev, "root", "handle", "1:", "tbf",
-                              "rate", f"{round(cfg.rate_bps)}bit", "burst", str(cfg.wire_bytes),
-                              "limit", str(cfg.up_limit)], ns=cfg.up_ns)
+            self.where.run_up(cfg.tbf_argv(cfg.rate_bps, verb="change")[0], check=False)
         if self._csv is not None:
             self._csv.close()
             self._csv = None
@@ -342,10 +527,11 @@ class EmulatedPause:
     def stats(self) -> PauseStats:
         with self._lock:
             s = self._stats
-            return PauseStats(**{**asdict(s), "latency_s": list(s.latency_s), "actuate_s": list(s.actuate_s)})
+            return PauseStats(**{**asdict(s), "latency_s": list(s.latency_s), "actuate_s": list(s.actuate_s),
+                                 "agent_apply_s": list(s.agent_apply_s)})
 
-    def _read(self) -> None:
-        for line in self.proc.stdout:
+    def _read(self, proc: subprocess.Popen, ready: threading.Event) -> None:
+        for line in proc.stdout:
             try:
                 msg = json.loads(line)
             except ValueError:
@@ -354,9 +540,14 @@ class EmulatedPause:
                 continue
             if "error" in msg:
                 self._error = msg["error"]
-                self._ready.set()
+                ready.set()
             elif "ready" in msg:
-                self._ready.set()
+                self._agent_port = msg.get("port")
+                ready.set()
+            elif "agent" in msg:
+                with self._lock:
+                    self._stats.agent_signals = msg["agent"]["signals"]
+                    self._stats.agent_apply_s = msg["agent"]["apply_s"]
             elif "status" in msg or "final" in msg:
                 with self._lock:
                     for k, v in (msg.get("status") or msg.get("final")).items():
@@ -368,7 +559,7 @@ class EmulatedPause:
                         self._stats.actuate_s.append(msg["actuate_s"])
                     if self._csv is not None:
                         csv.writer(self._csv).writerow([msg.get(k) for k in EVENT_FIELDS])
-        self._ready.set()
+        ready.set()
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from experiments.errors import InputError, RunError
 NAMESPACE_WAY_OUT = "expected a NIC with the pause API, or pause.mode: emulated (or auto) on emulated links"
 HOSTS_WAY_OUT = ("expected a NIC with the pause API (e1000e, igb, ixgbe, i40e, ice, mlx5_core, bnxt_en, tg3, ...) on "
                  "Linux hosts: map the pause_chain's n1 and n2 to router hosts whose link-B NICs have flow control, "
-                 "or run the emulated XOFF/XON controller with testbed netns or vm")
+                 "or use pause.mode emulated (or auto): the XOFF/XON controller on n2's host shaping n1's link")
 
 # the driver counters of `ethtool -S` that count PAUSE frames, by driver, as (regex, normalised name)
 _E1000_FAMILY = [(r"rx_flow_control_xon", "rx_xon"), (r"rx_flow_control_xoff", "rx_xoff"),
@@ -276,14 +276,12 @@ class NicPause:
         self.restore()
 
 
-def resolve_mode(mode: str, devices: list[tuple[Ethtool | str | None, str]], commands: Commands | None = None,
-                 emulated: bool = True) -> tuple[str, str | None]:
+def resolve_mode(mode: str, devices: list[tuple[Ethtool | str | None, str]],
+                 commands: Commands | None = None) -> tuple[str, str | None]:
     """The PAUSE mode a run uses, and a note for the archive when `auto` had to fall back.
 
     devices: the (where, interface) pairs that must support the pause API for ethtool/frames modes, where an
-    Ethtool (Ethtool.on(testbed, node)) or a namespace of this machine. emulated: whether the emulated
-    controller can run there at all (both nodes network namespaces of one machine); where it cannot, auto on
-    an interface without flow control is the interface's own error, saying that auto cannot fall back."""
+    Ethtool (Ethtool.on(testbed, node)) or a namespace of this machine."""
     if mode == "emulated":
         return mode, None
     unsupported = []
@@ -291,12 +289,9 @@ def resolve_mode(mode: str, devices: list[tuple[Ethtool | str | None, str]], com
         tool = where if isinstance(where, Ethtool) else Ethtool(commands, where)
         try:
             tool.get(dev)
-        except InputError as e:
+        except InputError:
             if mode != "auto" or not tool.exists(dev):
                 raise
-            if not emulated:
-                raise InputError(f"{e}; pause.mode auto cannot fall back to the emulated controller here: it "
-                                 f"needs both nodes as network namespaces of one machine") from None
             unsupported.append(f"{dev} (driver {tool.driver(dev)})")
     if not unsupported:
         return ("ethtool" if mode == "auto" else mode), None
