@@ -203,8 +203,9 @@ def clean(prefix: str = typer.Option("ccrig-", help="remove only what carries th
                                                    "hosts of this Ansible inventory over SSH")):
     """Remove everything ccrig may have left: namespaces (and their processes, veths and qdiscs),
     congestion-control variants, stale Prometheus targets, SSH connections of hosts runs; with -i, on the
-    inventory's hosts too: processes and directories of hosts runs, their congestion-control variants, and
-    the experiment addresses, routes and root qdiscs on the mapped interfaces."""
+    inventory's hosts too: processes and directories of hosts runs, their congestion-control variants, the
+    settings each run recorded in its undo.sh there (addresses, routes, qdiscs, MTU, offloads, forwarding,
+    PAUSE), and any experiment addresses, routes and root qdiscs still on the mapped interfaces."""
     from .cleanup import clean_all
     for line in clean_all(prefix, stop_prometheus=prometheus, inventory=inventory):
         console.print(line)

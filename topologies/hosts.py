@@ -25,6 +25,8 @@ runner kills any popen's process group) ends the remote process too, and down() 
 Project scripts named on a command line (the sampler) are copied to the host once and run from there.
 Each host's clock offset against this machine is measured at up(), since samples carry the host's time.
 down() restores every host: tc, addresses, routes, interface settings, forwarding, processes, staged files.
+Before changing a host, up() writes the commands that undo it to undo.sh in the run's directory there, so
+`ccrig clean -i` restores a host whose run was killed (SIGKILL, a lost controller) before its down().
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ from .topology import Interface, Topology
 PROJECT = Path(__file__).resolve().parent.parent
 TCP_MODULES_DEFAULTS = PROJECT / "ansible" / "roles" / "tcp_modules" / "defaults" / "main.yml"
 SWITCH_SUBNET = "198.18.255"
+UNDO_SCRIPT = "undo.sh"  # in a run's directory on each host: what clean -i runs if the run died unrestored
 INVENTORY_ENV = "CCRIG_INVENTORY"  # the inventory a `testbed: hosts` run uses when none is passed
 EXPERIMENT_GROUPS = ("senders", "receivers", "routers")  # the inventory groups whose hosts play nodes
 BOTTLENECK_MODES = ("router", "switch")
@@ -475,8 +478,9 @@ def run_dirs(conn: SshHost, prefix: str) -> list[str]:
 
 def clean_host(conn: SshHost, prefix: str, keep=None, ours=None) -> list[str]:
     """Removes what the runs with this name prefix left on a host: the processes started from their remote
-    directories, the directories, and the experiment addresses (198.18.x), their routes and the root qdiscs
-    on the inventory's interfaces that carry them. ours(run directory name) -> False leaves a directory alone
+    directories, the settings each run recorded in its undo.sh there (interfaces, forwarding, PAUSE), the
+    directories, and any experiment addresses (198.18.x), their routes and the root qdiscs still on the
+    inventory's interfaces that carry them (a run that died before writing its undo.sh). ours(run directory name) -> False leaves a directory alone
     (not a run's); keep(name) -> True spares a run still going (and then the host's network settings, which
     are that run's). Returns one sentence per thing removed."""
     h, said = conn.host, []
@@ -492,6 +496,13 @@ def clean_host(conn: SshHost, prefix: str, keep=None, ours=None) -> list[str]:
             pid, _, cmd = line.partition(" ")
             said.append(f"stopped process {pid} ({cmd[:80]}) on host {h.name}")
         for d in dirs:
+            # the run's own record of what it changed here (HostsTestbed._write_undo), every line run as root
+            undo = ('f="$1/' + UNDO_SCRIPT + '"; [ -f "$f" ] || exit 3; grep -vc "^#" "$f"; '
+                    'sh "$f" >/dev/null 2>&1; true')
+            p = conn.run(["sh", "-c", undo, "undo", d], check=False, timeout=120)
+            if p.returncode == 0:
+                said.append(f"ran {d}/{UNDO_SCRIPT} on host {h.name}: {p.stdout.strip()} commands restoring what "
+                            f"the run changed")
             if conn.run(["rm", "-rf", "--one-file-system", "--", d], check=False, timeout=60).returncode == 0:
                 said.append(f"removed {d} on host {h.name}")
             else:
@@ -558,6 +569,7 @@ class HostsTestbed(Testbed):
         self._procs: dict[str, list[str]] = {}         # node -> remote pid files
         self._forwarding: dict[str, str] = {}         # router node -> ip_forward before up()
         self._routes: dict[str, list[list[str]]] = {}
+        self._remembered: dict[str, list[list[str]]] = {}  # node -> remember_undo()'s commands
         self._seq = 0
         self._lock = threading.Lock()
         self._prepared = False
@@ -660,10 +672,11 @@ class HostsTestbed(Testbed):
                     self.run(node, ["ip", "addr", "replace", f"{p.address}/{p.prefix}", "dev", p.dev])
             if self.bottleneck_mode == "router":
                 for node, routes in self.topology.routes().items():
+                    # in undo.sh before they exist: a run killed in between leaves nothing clean cannot undo
+                    self._routes[node] = [["ip", "route", "del", subnet, "via", via] for subnet, via in routes]
+                    self._write_undo(node)
                     for subnet, via in routes:
-                        argv = ["ip", "route", "replace", subnet, "via", via]
-                        self.run(node, argv)
-                        self._routes.setdefault(node, []).append(["ip", "route", "del", subnet, "via", via])
+                        self.run(node, ["ip", "route", "replace", subnet, "via", via])
             flows = max(1, len(self.topology.pairs))
             for node, ports in self.ports.items():
                 for p in ports:
@@ -708,12 +721,12 @@ class HostsTestbed(Testbed):
         self._each(measure)
 
     def _prepare_host(self, node: str) -> None:
-        """Records each port's settings, then makes it send wire-sized packets (see topologies/netns.py)."""
+        """Records each port's settings (and forwarding on a router) in the host's undo.sh first, then makes
+        the ports send wire-sized packets (see topologies/netns.py)."""
         wire = str(self.topology.mtu + 14)
-        if self.topology.node(node).role == "router":
-            fwd = self.run(node, ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip()
-            self._forwarding[node] = fwd
-            self.run(node, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+        router = self.topology.node(node).role == "router"
+        if router:
+            self._forwarding[node] = self.run(node, ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip()
         for p in self.ports[node]:
             link = json.loads(self.run(node, ["ip", "-d", "-j", "link", "show", "dev", p.dev]).stdout)[0]
             feats = self.run(node, ["ethtool", "-k", p.dev]).stdout
@@ -724,6 +737,10 @@ class HostsTestbed(Testbed):
                                               "generic-receive-offload")),
                 "up": "UP" in link.get("flags", []),
             }
+        self._write_undo(node)
+        if router:
+            self.run(node, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+        for p in self.ports[node]:
             self.run(node, ["ip", "link", "set", "dev", p.dev, "mtu", str(self.topology.mtu)])
             self.run(node, ["ip", "link", "set", "dev", p.dev, "gso_max_segs", "1", "gso_max_size", wire,
                             "gro_max_size", wire])
@@ -842,6 +859,7 @@ class HostsTestbed(Testbed):
             self._staged.clear()
             self._procs.clear()
             self._routes.clear()
+            self._remembered.clear()
             self._forwarding.clear()
 
     def _restore_host(self, node: str, conn: SshHost) -> None:
@@ -857,16 +875,26 @@ class HostsTestbed(Testbed):
             kill = ('for f in "$@"; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done; sleep 0.5; '
                     'for f in "$@"; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done; true')
             quiet(["sh", "-c", kill, "kill", *pidfiles])
-        for argv in self._routes.get(node, []):
+        for argv in self._undo_argv(node, remembered=False):
             quiet(argv)
+        if node in self.hosts:
+            quiet(["rm", "-rf", "--one-file-system", self._remote_dir(node)])
+
+    def _undo_argv(self, node: str, remembered: bool = True) -> list[list[str]]:
+        """The commands that put node's host back as it was before up(), from what up() recorded: what callers
+        asked to remember (remember_undo, newest first; not for down(): their owners restore those), the
+        routes, each prepared port's qdisc, address, sizes, offloads and state, and forwarding. One list for
+        down() and for the host's undo.sh."""
+        out = list(reversed(self._remembered.get(node, []))) if remembered else []
+        out += self._routes.get(node, [])
         for p in self.ports.get(node, []):
             s = p.saved
             if not s:
                 # never prepared (a preflight that only connected, or an up() that failed before it): a lab
                 # NIC's own root qdisc and addresses are not ours to remove
                 continue
-            quiet(["tc", "qdisc", "del", "dev", p.dev, "root"])
-            quiet(["ip", "addr", "del", f"{p.address}/{p.prefix}", "dev", p.dev])
+            out.append(["tc", "qdisc", "del", "dev", p.dev, "root"])
+            out.append(["ip", "addr", "del", f"{p.address}/{p.prefix}", "dev", p.dev])
             args = []
             for k in ("gso_max_segs", "gso_max_size", "gro_max_size"):
                 if s.get(k) is not None:
@@ -874,19 +902,33 @@ class HostsTestbed(Testbed):
             if s.get("mtu"):
                 args += ["mtu", str(s["mtu"])]
             if args:
-                quiet(["ip", "link", "set", "dev", p.dev, *args])
+                out.append(["ip", "link", "set", "dev", p.dev, *args])
             feats = s.get("features", {})
             names = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
                      "generic-receive-offload": "gro"}
             kargs = [w for k, v in feats.items() for w in (names[k], "on" if v else "off")]
             if kargs:
-                quiet(["ethtool", "-K", p.dev, *kargs])
+                out.append(["ethtool", "-K", p.dev, *kargs])
             if not s.get("up", True):
-                quiet(["ip", "link", "set", "dev", p.dev, "down"])
+                out.append(["ip", "link", "set", "dev", p.dev, "down"])
         if node in self._forwarding:
-            quiet(["sysctl", "-q", "-w", f"net.ipv4.ip_forward={self._forwarding[node]}"])
-        if node in self.hosts:
-            quiet(["rm", "-rf", "--one-file-system", self._remote_dir(node)])
+            out.append(["sysctl", "-q", "-w", f"net.ipv4.ip_forward={self._forwarding[node]}"])
+        return out
+
+    def remember_undo(self, node: str, argv: list[str]) -> None:
+        """A command that undoes a change its caller made on node's host and restores itself (a NIC's PAUSE
+        setting): run by `ccrig clean -i` from the host's undo.sh should this process die before that."""
+        self._remembered.setdefault(node, []).append(list(argv))
+        self._write_undo(node)
+
+    def _write_undo(self, node: str) -> None:
+        """Keeps UNDO_SCRIPT in the run's directory on the host current: a shell script, one command per line,
+        that `ccrig clean -i` runs (as root, every line whatever the others do) when the run died unrestored."""
+        lines = [f"# ccrig: undoes run {self.prefix}'s changes to this host (node {node}); run by ccrig clean -i"]
+        lines += [shlex.join(argv) for argv in self._undo_argv(node)]
+        self._ensure_remote_dir(node)
+        self._conn(node).run(["sh", "-c", 'cat > "$1"', "undo", f"{self._remote_dir(node)}/{UNDO_SCRIPT}"],
+                             root=False, input="\n".join(lines) + "\n")
 
 
 def _features(ethtool_k: str, names: tuple[str, ...]) -> dict[str, bool]:

@@ -214,9 +214,24 @@ def test_interrupted_hosts_run_leaves_nothing(bed, tmp_path):
     assert not subprocess.run(["pgrep", "-f", f"ControlPath=/tmp/{prefix}-ssh"], capture_output=True).stdout
 
 
+def interface_settings(bed) -> dict:
+    """What a run changes on every host beside addresses and qdiscs, seen inside the hosts' namespaces."""
+    out = {}
+    for h in bed.hosts:
+        for link in json.loads(bed.exec(h, ["ip", "-d", "-j", "link", "show"]).stdout):
+            if link["ifname"].startswith("lab"):
+                offloads = bed.exec(h, ["ethtool", "-k", link["ifname"]]).stdout
+                out[h, link["ifname"]] = (link["mtu"], link.get("gso_max_segs"), link.get("gso_max_size"),
+                                          re.findall(r"^(?:tcp-segmentation|generic-\w+)-offload: \w+", offloads,
+                                                     re.M))
+        out[h, "forwarding"] = bed.exec(h, ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip()
+    return out
+
+
 def test_clean_with_inventory_removes_what_a_killed_run_left_on_the_hosts(bed, tmp_path):
     prefix = f"{bed.prefix}k"
     want = names(prefix)
+    settings_before = interface_settings(bed)
     proc = start(bed, tmp_path, prefix, "10s")
     planted = None
     try:
@@ -227,6 +242,7 @@ def test_clean_with_inventory_removes_what_a_killed_run_left_on_the_hosts(bed, t
         # SSH masters here; and a process that outlived its run (started as the runner's wrapper would)
         assert set(want.values()) <= set(available(bed))
         assert any("198.18." in line for line in network_left(bed))
+        assert interface_settings(bed) != settings_before   # MTU/offloads/forwarding as the run set them
         rdir = Path(f"/tmp/{prefix}-d1")
         assert rdir.is_dir()
         bed.exec("d1", ["sh", "-c", 'sleep 333.25 </dev/null >/dev/null 2>&1 & echo $! > "$1"', "plant",
@@ -242,12 +258,15 @@ def test_clean_with_inventory_removes_what_a_killed_run_left_on_the_hosts(bed, t
             assert f"unregistered BPF congestion control {name} on host " in said, said
         assert f"stopped process {planted} (sleep 333.25) on host d1" in said, said
         assert f"removed /tmp/{prefix}-d1 on host d1" in said and f"removed /tmp/{prefix}-s1 on host s1" in said
-        assert re.search(r"removed address 198\.18\.\d+\.\d+/24 from lab0 on host s1", said), said
-        assert re.search(r"removed route 198\.18\.\d+\.0/24 via 198\.18\.\d+\.\d+ from lab0 on host s1", said), said
-        assert "removed the root qdisc htb of lab0 on host r1" in said, said
+        # each host's undo.sh, written before the run changed anything there, put it back (addresses, routes,
+        # qdiscs, MTU, offloads, forwarding): nothing was left for the generic sweep of 198.18.x addresses
+        for h in ("s1", "r1", "d1"):
+            assert re.search(rf"ran /tmp/{prefix}-{h}/undo.sh on host {h}: \d+ commands restoring", said), said
+        assert "removed address" not in said and "removed the root qdisc" not in said, said
         assert "closed the SSH connection to host s1" in said, said
         time.sleep(0.5)
         assert left_behind(bed, prefix) == []
+        assert interface_settings(bed) == settings_before
         assert not subprocess.run(["pgrep", "-f", f"ControlPath=/tmp/{prefix}-ssh"], capture_output=True).stdout
         # a second clean finds nothing of that run
         again = subprocess.run([*CCRIG, "clean", "-i", str(bed.inventory), "--prefix", prefix], cwd=ROOT,

@@ -184,7 +184,7 @@ class Ethtool:
         now = self.get(dev)  # unsupported or missing: the clear error, before changing anything
         if now == want:
             return now
-        argv = ["ethtool", "-A", dev, "autoneg", _onoff(want.autoneg), "rx", _onoff(want.rx), "tx", _onoff(want.tx)]
+        argv = self.set_argv(dev, want)
         p = self.run(argv)
         if p.returncode != 0:
             msg = (p.stderr.strip().splitlines() or ["no message"])[-1]
@@ -195,6 +195,10 @@ class Ethtool:
             raise RunError(f"pause: {self._where(dev)} (driver {self.driver(dev)}) reads back {asdict(got)} "
                            f"after ethtool -A asked for {asdict(want)}")
         return got
+
+    @staticmethod
+    def set_argv(dev: str, want: PauseParams) -> list[str]:
+        return ["ethtool", "-A", dev, "autoneg", _onoff(want.autoneg), "rx", _onoff(want.rx), "tx", _onoff(want.tx)]
 
     def pause_stats(self, dev: str) -> dict[str, int]:
         """The standard pause statistics (ethtool -I -a): tx_pause_frames, rx_pause_frames, where the driver
