@@ -51,11 +51,7 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
     from .runner import Interrupted, Options, Runner
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
-    if inventory is not None:
-        if not inventory.is_file():
-            raise InputError(f"--inventory: got {str(inventory)!r}; expected an Ansible inventory file "
-                             f"(see ansible/inventories/)")
-        os.environ["CCRIG_INVENTORY"] = str(inventory.resolve())
+    _use_inventory(inventory)
     raw, exp = specmod.load(spec, set_)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
@@ -175,14 +171,28 @@ def print_summary(summary: dict) -> None:
             console.print(f"PAUSE gain: goodput {gain['percent']:+.1f} %{ci} against the same point without PAUSE")
 
 
+def _use_inventory(inventory: Optional[Path]) -> None:
+    """--inventory: the hosts testbed's inventory for this process (as $CCRIG_INVENTORY would name it)."""
+    if inventory is None:
+        return
+    if not inventory.is_file():
+        raise InputError(f"--inventory: got {str(inventory)!r}; expected an Ansible inventory file "
+                         f"(see ansible/inventories/)")
+    os.environ["CCRIG_INVENTORY"] = str(inventory.resolve())
+
+
 @app.command()
 def preflight(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
-              set_: list[str] = typer.Option([], "--set", help="override a spec field: path=value")):
-    """Say what the spec needs and whether this machine has it, and how to get what is missing."""
+              set_: list[str] = typer.Option([], "--set", help="override a spec field: path=value"),
+              inventory: Optional[Path] = typer.Option(None, help="the hosts testbed's Ansible inventory (default "
+                                                       "$CCRIG_INVENTORY): its hosts are checked over SSH")):
+    """Say what the spec needs and whether this machine has it (on the hosts testbed: each host, over SSH,
+    changing nothing), and how to get what is missing."""
     from . import spec as specmod
     from .commands import Commands
     from .preflight import needs
     from .runner import run_prefix
+    _use_inventory(inventory)
     raw, exp = specmod.load(spec, set_)
     result = needs(specmod.points(raw, exp, str(spec)), Commands(None), run_prefix())
     t = Table(title=f"preflight: {spec}")

@@ -99,7 +99,8 @@ class Runner:
     def preflight(self) -> None:
         missing = [n for n in needs(self.points, self.commands, self.opt.prefix) if not n.ok]
         # what Mininet needs (its tools, the switch kind), asked without setting anything up; the hosts
-        # testbed checks its hosts over SSH as the first step of up(), keeping the connections it opens
+        # testbed's hosts were checked over SSH in needs() (preflight._hosts: reachable, root, interfaces,
+        # tools, their kernels' qdiscs, PAUSE)
         exp = self.points[0].experiment
         if exp.testbed == "mininet":
             bed = make_testbed(exp.testbed, exp.topology.build(exp.n_flows), self.commands, self.opt.prefix, exp)

@@ -54,14 +54,20 @@ def ccrig_argv(tmp_path: Path, spec: dict, inventory: Path) -> list[str]:
 
 
 def ccrig_run(tmp_path: Path, spec: dict, inventory: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(ccrig_argv(tmp_path, spec, inventory), cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    """The run's result, with its pid (its names on this machine start ccrig-PID-)."""
+    argv = ccrig_argv(tmp_path, spec, inventory)
+    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=300)
+    done = subprocess.CompletedProcess(argv, p.returncode, out, err)
+    done.pid = p.pid
+    return done
 
 
-def agents(bed: SshHosts) -> list[str]:
-    """The PAUSE programs running from this bed's hosts' staging directories (sshd namespaces share our pids)."""
-    return subprocess.run(["pgrep", "-f", f"/tmp/{bed.prefix}.*pause_agent"], capture_output=True,
-                          text=True).stdout.split()
+def agents(run_pid: int) -> list[str]:
+    """The PAUSE programs of run run_pid running on the hosts from their copies there (the sshd namespaces
+    share our pids; the local ssh clients' command lines name the program too, but do not start with it)."""
+    return subprocess.run(["pgrep", "-f", f"^python3 /tmp/ccrig-{run_pid}-n[12]/pause_agent.pyz"],
+                          capture_output=True, text=True).stdout.split()
 
 
 def host_state(bed: SshHosts) -> dict:
@@ -98,7 +104,7 @@ def test_veth_nics_are_refused_before_anything_is_set_up(bed, tmp_path, mode):
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
     assert host_state(bed) == before
     assert all(s["addresses"] == [] and s["qdiscs"] == [] for s in before.values()), before
-    assert not list(Path("/tmp").glob("ccrig-*-pre-ssh-*")), "preflight left its SSH control sockets"
+    assert not list(Path("/tmp").glob(f"ccrig-{p.pid}-*")), "preflight left its SSH control sockets"
 
 
 def test_auto_falls_back_to_the_controller_across_hosts(bed, tmp_path):
@@ -130,8 +136,8 @@ def test_auto_falls_back_to_the_controller_across_hosts(bed, tmp_path):
     assert any(",xoff," in e for e in events) and any(",xon," in e for e in events), events[:5]
     # and the hosts are as they were: no tbf left on n1, no address, no program, no staged file
     assert host_state(bed) == before
-    assert agents(bed) == []
-    assert not list(Path("/tmp").glob(f"{bed.prefix}*-n1")), "staged files left behind"
+    assert agents(p.pid) == []
+    assert not list(Path("/tmp").glob(f"ccrig-{p.pid}-*")), "staged files or control sockets left behind"
 
 
 def test_interrupted_pause_run_restores_the_hosts(bed, tmp_path):
@@ -149,14 +155,16 @@ def test_interrupted_pause_run_restores_the_hosts(bed, tmp_path):
         time.sleep(0.2)
         events = [x for f in (tmp_path / "runs").glob("*/points/000/rep0/pause_events.csv")
                   for x in f.read_text().splitlines()]
-    assert len(agents(bed)) >= 2   # n1's agent and n2's controller (each through sudo: more pids)
+    assert len(agents(p.pid)) == 2   # n1's agent and n2's controller
+    for host in ("n1", "n2"):   # each host's copy of the program, from the run's directory there
+        assert Path(f"/tmp/ccrig-{p.pid}-{host}/pause_agent.pyz").is_file()
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert host_state(bed) == before
-    assert agents(bed) == []
+    assert agents(p.pid) == []
     assert "tbf" not in bed.exec("n1", ["tc", "qdisc", "show"]).stdout
-    assert not list(Path("/tmp").glob(f"{bed.prefix}*-n1")), "staged files left behind"
+    assert not list(Path("/tmp").glob(f"ccrig-{p.pid}-*")), "staged files or control sockets left behind"
 
 
 def test_missing_interface_is_named(bed, tmp_path):

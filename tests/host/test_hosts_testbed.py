@@ -20,6 +20,7 @@ from topologies.dumbbell import DumbbellSpec
 from topologies.hosts import HostsTestbed
 
 import reproduce
+from conftest import CCRIG, ROOT
 from sshhosts import dumbbell_bed, switch_bed
 
 SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "sampler.py"
@@ -171,22 +172,30 @@ def test_wrong_interface_unreachable_host_and_unmapped_node_are_named_before_any
 def test_qdisc_missing_in_a_hosts_kernel_is_named_before_anything(bed, tmp_path):
     """The hosts' kernels are probed over SSH in preflight (here they are this machine's 6.18, which has no
     red): the error names the discipline, the kernel, the host, and the way out; nothing is set up."""
-    from conftest import CCRIG, ROOT
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({
         "name": "hostsred", "testbed": "hosts", "flows": [{"cc": "reno"}], "duration": "4s",
         "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit", "buffer": "50pkt", "qdisc": "red"}}}))
-    p = subprocess.run([*CCRIG, "run", str(spec), "--inventory", str(bed.inventory), "--out", str(tmp_path / "runs"),
-                        "--prometheus", "off", "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2, (p.stdout, p.stderr)
+    run = subprocess.Popen([*CCRIG, "run", str(spec), "--inventory", str(bed.inventory), "--out",
+                            str(tmp_path / "runs"), "--prometheus", "off", "--no-progress"], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 2, (out, err)
     r1 = f"host r1 ({bed.operator}@{bed.hosts['r1'].address}:22)"
-    assert f"queue discipline 'red' is not available in kernel {os.uname().release} on {r1}" in p.stderr, p.stderr
-    assert "modprobe sch_red" in p.stderr
+    assert f"queue discipline 'red' is not available in kernel {os.uname().release} on {r1}" in err, err
+    assert "modprobe sch_red" in err
     # only the bottleneck's host transmits into red; the others were not blamed
-    assert "on host s1" not in p.stderr and "on host d1" not in p.stderr
+    assert "on host s1" not in err and "on host d1" not in err
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
     assert "198.18." not in bed.exec("r1", ["ip", "-br", "addr"]).stdout
-    assert "-qprobe" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    # the probe's scratch namespace on r1 (ccrig-PID-pre-qprobe) is gone with it
+    assert f"ccrig-{run.pid}-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    # ccrig preflight asks the same hosts the same questions, and says which host has what
+    p = subprocess.run([*CCRIG, "preflight", str(spec), "--inventory", str(bed.inventory)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and f"'red' is not available in kernel {os.uname().release} on {r1}" in p.stderr
+    row = next(line for line in p.stdout.splitlines() if "the red queue discipline on host r1" in line)
+    assert "the r1->r2 link's qdisc" in row and " NO " in row, p.stdout
 
 
 def test_host_without_sudo_is_refused(bed, tmp_path):

@@ -2,7 +2,7 @@
 (emulated.py), real MAC control frames (frames.py) and NIC flow control through ethtool (ethtool.py).
 
 For a pause_chain topology the runner calls `chain_plan` (mode, auto's note, NIC settings; on the hosts
-testbed already in preflight, over SSH: experiments/pause_run.needs), applies the NIC settings with
+testbed already in preflight, over SSH: experiments/preflight._hosts), applies the NIC settings with
 ethtool.NicPause, and, unless the NICs do it all, `chain_controller` for an EmulatedPause to start() before
 traffic and stop() after: on this machine where the nodes are namespaces (netns, vm), else on node 2's host
 with an agent on node 1's (hosts).
