@@ -190,7 +190,7 @@ class PauseRun:
             if s.agent_signals is not None:
                 # node 1 on another machine: what its agent received and how long each change took there
                 apply = sorted(s.agent_apply_s)
-                out["agent"] = {"signals": s.agent_signals, "applied": len(apply),
+                out["agent"] = {"signals": s.agent_signals, "foreign": s.agent_foreign, "applied": len(apply),
                                 "apply_p50_s": apply[len(apply) // 2] if apply else None,
                                 "apply_max_s": apply[-1] if apply else None}
             with open(self.out / "pause_latency.csv", "w", newline="") as f:

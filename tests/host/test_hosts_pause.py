@@ -124,6 +124,7 @@ def test_auto_falls_back_to_the_controller_across_hosts(bed, tmp_path):
     # every XOFF and XON reached the agent on n1's host and changed its tbf there (plus μ1 at start and end)
     agent = pause["agent"]
     assert agent["applied"] >= pause["xoff"] + pause["xon"] + 1 and agent["signals"] >= agent["applied"], agent
+    assert agent["foreign"] == 0, agent   # every datagram came from n2's link-B address
     assert pause["queues"]["node1"]["kind"] == "tbf" and pause["queues"]["node1"]["node"] == "n1", pause
     # both programs ran on the hosts over SSH, from the zip archived with the repetition
     started = [e for e in re.split(r"\n(?=\s+[\d.]+ +\S+ )", (run / "commands.log").read_text())

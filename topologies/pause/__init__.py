@@ -31,9 +31,10 @@ def chain_config(spec, topo, testbed, actuator: str = "tbf") -> EmulatedPauseCon
         raise InputError("topology.pause: not set; the pause_chain has no PAUSE to control")
     ns = getattr(testbed, "ns", None)
     (n1, toward2), (n2, toward_c) = spec.pause_nodes(topo)
-    signal_to = None
+    signal_to = signal_from = None
     if ns is None and actuator == "tbf":
         signal_to = next(x.address for x in topo.interfaces()[n1] if x.peer == n2)
+        signal_from = next(x.address for x in topo.interfaces()[n2] if x.peer == n1)
     return EmulatedPauseConfig(
         down_ns=ns(n2) if ns else None, down_dev=testbed.egress_device(n2, toward_c),
         up_ns=ns(n1) if ns else None, up_dev=testbed.egress_device(n1, toward2),
@@ -43,7 +44,7 @@ def chain_config(spec, topo, testbed, actuator: str = "tbf") -> EmulatedPauseCon
         departure_pps=spec.rate_bps(spec.link_c.rate) / (8 * spec.wire), wire_bytes=spec.wire,
         quanta=p.quanta, refresh=p.refresh, poll=p.poll,
         actuator=actuator, frames_dev=testbed.egress_device(n2, n1) if actuator == "frames" else None,
-        signal_to=signal_to)
+        signal_to=signal_to, signal_from=signal_from)
 
 
 def chain_controller(spec, topo, testbed, commands: Commands, events_csv: Path | None = None,

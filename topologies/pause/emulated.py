@@ -78,10 +78,12 @@ class EmulatedPauseConfig:
     # (node 2's interface toward node 1, in down_ns) and let node 1's NIC honour them (real NICs)
     actuator: str = "tbf"
     frames_dev: str | None = None
-    # tbf on another machine: node 1's address on link B, where its agent (obey) listens for the rates, and
-    # the agent's port (it reports the one it bound); None: node 1's tbf is reached here through up_ns
+    # tbf on another machine: node 1's address on link B, where its agent (obey) listens for the rates, the
+    # agent's port (it reports the one it bound), and node 2's address on link B, the only sender it obeys;
+    # None: node 1's tbf is reached here through up_ns
     signal_to: str | None = None
     signal_port: int | None = None
+    signal_from: str | None = None
 
     def __post_init__(self):
         if self.actuator not in ("tbf", "frames"):
@@ -272,8 +274,9 @@ class RateSignal:
 
 
 def obey(cfg: EmulatedPauseConfig, out) -> int:
-    """Node 1's agent on another machine: applies to its tbf the rates the controller on node 2 signals, the
-    newest sequence number winning; on SIGTERM it leaves link B at μ1 and reports what it did."""
+    """Node 1's agent on another machine: applies to its tbf the rates the controller on node 2 signals (from
+    node 2's address on link B only), the newest sequence number winning; on SIGTERM it leaves link B at μ1
+    and reports what it did."""
     up = Rtnl(cfg.up_ns, cfg.up_dev)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind((cfg.signal_to, cfg.signal_port or 0))
@@ -284,12 +287,15 @@ def obey(cfg: EmulatedPauseConfig, out) -> int:
     _speed_up()
     out.write(json.dumps({"ready": True, "port": sock.getsockname()[1]}) + "\n")
     out.flush()
-    last, signals, apply_s = 0, 0, []
+    last, signals, foreign, apply_s = 0, 0, 0, []
     try:
         while not stop:
             try:
-                data = sock.recv(64)
+                data, (source, _) = sock.recvfrom(64)
             except (socket.timeout, InterruptedError):
+                continue
+            if cfg.signal_from is not None and source != cfg.signal_from:
+                foreign += 1   # not node 2 across link B: stray traffic must not pause the link
                 continue
             signals += 1
             try:
@@ -304,7 +310,8 @@ def obey(cfg: EmulatedPauseConfig, out) -> int:
             last = seq
     finally:
         up.change_tbf(round(cfg.rate_bps / 8), cfg.wire_bytes, cfg.up_limit)
-        out.write(json.dumps({"agent": {"signals": signals, "applied": len(apply_s), "apply_s": apply_s}}) + "\n")
+        out.write(json.dumps({"agent": {"signals": signals, "foreign": foreign, "applied": len(apply_s),
+                                        "apply_s": apply_s}}) + "\n")
         out.flush()
     return 0
 
@@ -358,7 +365,8 @@ class PauseStats:
     elapsed_s: float = 0.0
     latency_s: list[float] = field(default_factory=list)   # one per rate change
     actuate_s: list[float] = field(default_factory=list)
-    agent_signals: int | None = None                       # a remote node 1's agent: datagrams received,
+    agent_signals: int | None = None                       # a remote node 1's agent: datagrams from node 2,
+    agent_foreign: int = 0                                 # datagrams from elsewhere (ignored),
     agent_apply_s: list[float] = field(default_factory=list)   # and its time from datagram to tbf in force
 
 
@@ -547,6 +555,7 @@ class EmulatedPause:
             elif "agent" in msg:
                 with self._lock:
                     self._stats.agent_signals = msg["agent"]["signals"]
+                    self._stats.agent_foreign = msg["agent"]["foreign"]
                     self._stats.agent_apply_s = msg["agent"]["apply_s"]
             elif "status" in msg or "final" in msg:
                 with self._lock:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import pause_run, spec as specmod
+from experiments import pause_run, preflight, spec as specmod
 from experiments.commands import Commands
 from experiments.exporter import families
 from topologies.hosts import HostsTestbed
@@ -149,7 +149,8 @@ def test_pause_run_on_hosts_sets_link_b_exports_counters_and_restores(bed, tmp_p
     before = {h: nic_state(bed, h) for h in ("n1", "n2")}
     commands = Commands(tmp_path / "commands.log")
     monkeypatch.setenv("CCRIG_INVENTORY", str(bed.inventory))
-    problems = [n for n in pause_run.needs(specmod.points(raw, exp, "test"), commands, f"{bed.prefix}p")
+    # the whole preflight: here, and over SSH each host (tools, its kernel's qdiscs) and link B's NICs
+    problems = [n for n in preflight.needs(specmod.points(raw, exp, "test"), commands, f"{bed.prefix}p")
                 if not n.ok]
     assert problems == []
     topo = exp.topology.build(exp.n_flows)
@@ -162,6 +163,11 @@ def test_pause_run_on_hosts_sets_link_b_exports_counters_and_restores(bed, tmp_p
         assert (run.plan.mode, run.plan.note, run.plan.actuator) == ("ethtool", None, None)
         assert nic_state(bed, "n1") == "off on off"   # node 1 honours PAUSE
         assert nic_state(bed, "n2") == "off off on"   # node 2 sends it
+        # should this process die now, `ccrig clean -i` finds how to put each NIC back in the host's undo.sh
+        for h in ("n1", "n2"):
+            undo = Path(f"/tmp/{bed.prefix}r-{h}/undo.sh").read_text()
+            autoneg, rx, tx = before[h].split()
+            assert f"ethtool -A lab0 autoneg {autoneg} rx {rx} tx {tx}" in undo, undo
         # link B carries the chain's traffic once the NICs renegotiated
         ping = tb.run("s1", ["ping", "-c", "3", "-i", "0.3", "-W", "2", tb.address("d1")], check=False).stdout
         assert int(re.search(r"(\d+) received", ping).group(1)) > 0, ping
