@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import platform
 import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from .preflight import Need, needs
 from .backfill import LOG_NAME, SampleLog
 from .prometheus_server import PrometheusServer
 from . import pause_run
-from .workloads import BulkFlow, Traffic, make_flow, transfers
+from .workloads import Traffic, make_flow, transfers
 
 METRICS = ["goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s"]
 TRACE_PERIOD = 0.02   # seconds: congestion events are shorter than an interval

@@ -76,7 +76,7 @@ def _random_law(rng: random.Random):
 def generate(n_random: int = 60) -> dict:
     rng = random.Random(SEED)
     cases = [_case(name, law, rng) for name, law in laws.PRESETS.items()]
-    cases += [_case(f"poly_aimd_per_ack", laws.Poly(0, 1, 1, per_ack=True), rng)]
+    cases += [_case("poly_aimd_per_ack", laws.Poly(0, 1, 1, per_ack=True), rng)]
     cases += [_case(f"random{i:02d}", _random_law(rng), rng) for i in range(n_random)]
     return {
         "about": "reference values of tcp_modules/laws.py for the C core (see tcp_modules/vectors.py)",

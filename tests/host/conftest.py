@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,22 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from experiments.cli import main; main()"]
+
+
+@contextmanager
+def veth_namespace(ns: str, a: str, b: str, commands=None, up: bool = False):
+    """A scratch network namespace holding one veth pair a <-> b (both up if asked), deleted afterwards;
+    yields the Commands that made it."""
+    from experiments.commands import Commands
+    c = commands or Commands()
+    c.run(["ip", "netns", "add", ns])
+    try:
+        c.run(["ip", "-n", ns, "link", "add", a, "type", "veth", "peer", "name", b])
+        for dev in (a, b) if up else ():
+            c.run(["ip", "-n", ns, "link", "set", dev, "up"])
+        yield c
+    finally:
+        c.ok(["ip", "netns", "delete", ns])
 
 
 def pytest_collection_modifyitems(items):

@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 import pytest
 
+from conftest import veth_namespace
 from experiments.commands import Commands
 from topologies.pause.emulated import EmulatedPauseConfig
 from topologies.pause.rtnl import in_namespace
@@ -23,23 +24,17 @@ RATE_BPS = 8_000_000
 def link():
     """Link B in one namespace: the agent's end (ccAa, tbf at μ1) and node 2's (ccAb, plus a stray address)."""
     ns = f"ccA-ag-{os.getpid()}"
-    c = Commands()
-    c.run(["ip", "netns", "add", ns])
-    try:
+    with veth_namespace(ns, "ccAa", "ccAb", up=True) as c:
         c.run(["ip", "-n", ns, "link", "set", "lo", "up"])   # both ends' addresses are local: via lo
-        c.run(["ip", "-n", ns, "link", "add", "ccAa", "type", "veth", "peer", "name", "ccAb"])
         for dev, addrs in (("ccAa", [AGENT]), ("ccAb", [NODE2, STRAY])):
             for a in addrs:
                 c.run(["ip", "-n", ns, "addr", "add", f"{a}/24", "dev", dev])
-            c.run(["ip", "-n", ns, "link", "set", dev, "up"])
         cfg = EmulatedPauseConfig(down_dev="ccAb", up_dev="ccAa", high=5, low=3, rate_bps=RATE_BPS, paused_bps=0,
                                   up_limit=10, down_limit=20, departure_pps=100, signal_to=AGENT,
                                   signal_from=NODE2)
         for argv in cfg.tbf_argv(cfg.rate_bps):
             c.run(argv, ns=ns)
         yield ns, c, cfg
-    finally:
-        c.ok(["ip", "netns", "delete", ns])
 
 
 def tbf_rate(c: Commands, ns: str) -> int:

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from conftest import veth_namespace
 from experiments.commands import Commands
 from experiments.errors import InputError
 from topologies.pause.ethtool import Ethtool, NicPause, PauseParams, resolve_mode
@@ -12,13 +13,8 @@ from topologies.pause.ethtool import Ethtool, NicPause, PauseParams, resolve_mod
 @pytest.fixture
 def veth(tmp_path):
     ns = f"ccF-et-{os.getpid()}"
-    c = Commands(tmp_path / "commands.log")
-    c.run(["ip", "netns", "add", ns])
-    try:
-        c.run(["ip", "-n", ns, "link", "add", "ccFv0", "type", "veth", "peer", "name", "ccFv1"])
+    with veth_namespace(ns, "ccFv0", "ccFv1", Commands(tmp_path / "commands.log")) as c:
         yield ns, c
-    finally:
-        c.ok(["ip", "netns", "delete", ns])
 
 
 def test_unsupported_interface_names_interface_and_driver(veth):

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from conftest import veth_namespace
 from experiments.commands import Commands
 from topologies.pause.controller import Frame
 from topologies.pause.frames import ETH_P_ALL, FrameActuator, decode, interface_mac
@@ -16,15 +17,8 @@ from topologies.pause.rtnl import in_namespace
 @pytest.fixture
 def veth():
     ns = f"ccF-fr-{os.getpid()}"
-    c = Commands()
-    c.run(["ip", "netns", "add", ns])
-    try:
-        c.run(["ip", "-n", ns, "link", "add", "ccFtx", "type", "veth", "peer", "name", "ccFrx"])
-        for dev in ("ccFtx", "ccFrx"):
-            c.run(["ip", "-n", ns, "link", "set", dev, "up"])
+    with veth_namespace(ns, "ccFtx", "ccFrx", up=True) as c:
         yield ns, c
-    finally:
-        c.ok(["ip", "netns", "delete", ns])
 
 
 def read_pcap(path):

@@ -5,7 +5,6 @@ become queryable in a running host Prometheus by backfill."""
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
