@@ -7,6 +7,13 @@ spec were seen to swap 1.7 and 2.2 Mbit/s between two runs, while their mean mov
 flow is estimated by the mean over the flows alike to it and over the repetitions, and two runs are compared
 class by class; a flow alone in its class is compared as itself. Every number is read from summary.json and the
 resolved spec.yaml of the run directories, nothing is recomputed.
+
+Each ratio B/A has a 95 % confidence interval where the runs give the spread to compute one (delta method,
+analysis.stats.ratio_ci): over repetitions, or over one repetition's intervals for a flow alone in its class
+and for the system; a class of several flows in one repetition has none. Over repetitions, an interval that
+holds 1 says the runs differ by no more than their run-to-run spread, and a wide one that more repetitions are
+needed; over one repetition's intervals it speaks for those two runs only (a flow's share can stay in one mode
+for a whole run, and another run may fall into the other).
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from analysis.stats import ratio_ci, summarize
 from experiments import spec as specmod
 from experiments.errors import InputError
 
@@ -41,26 +49,42 @@ def flow_class(flow: specmod.Flow) -> str:
 
 
 def classes(summary: dict, points: list[specmod.Point]) -> list[dict]:
-    """Per point: {class key: {"flows": [index], "goodput_bps": mean over the class's flows}}."""
+    """Per point: {class key: {"flows": [index], "goodput_bps": {"mean", "std", "n"} of the class}}: a flow
+    alone in its class has its own summary; a class of several, the mean over its flows, and its spread over
+    the repetitions (each repetition's mean over the class's flows) where there are two or more."""
     out = []
     for point in summary["points"]:
         flows = points[point["index"]].experiment.flow_list()
         by: dict[str, dict] = {}
         for entry in point["flows"]:
-            mean = (entry.get("goodput_bps") or {}).get("mean")
-            c = by.setdefault(flow_class(flows[entry["flow"]]), {"flows": [], "values": []})
+            c = by.setdefault(flow_class(flows[entry["flow"]]), {"flows": [], "summaries": []})
             c["flows"].append(entry["flow"])
-            if mean is not None:
-                c["values"].append(mean)
-        out.append({k: {"flows": v["flows"],
-                        "goodput_bps": sum(v["values"]) / len(v["values"]) if v["values"] else None}
-                    for k, v in by.items()})
+            c["summaries"].append(entry.get("goodput_bps") or {})
+        reps = point.get("repetitions") or []
+        res = {}
+        for key, c in by.items():
+            if len(c["flows"]) == 1:
+                stats = c["summaries"][0]
+            elif len(reps) >= 2:
+                stats = summarize([_mean(r, c["flows"]) for r in reps])
+            else:
+                means = [x["mean"] for x in c["summaries"] if x.get("mean") is not None]
+                stats = {"mean": sum(means) / len(means) if means else None, "n": 1}
+            res[key] = {"flows": c["flows"], "goodput_bps": stats}
+        out.append(res)
     return out
+
+
+def _mean(rep: dict, flows: list[int]) -> float | None:
+    """One repetition's mean goodput over the given flows."""
+    xs = [(e.get("goodput_bps") or {}).get("mean") for e in rep.get("flows", []) if e["flow"] in flows]
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
 
 
 def compare(run_a: Path, run_b: Path) -> list[dict]:
     """One row per point and class of alike flows, plus one per point for the system:
-    {"point", "class", "flows", "a_bps", "b_bps", "ratio"} (ratio = b / a)."""
+    {"point", "class", "flows", "a_bps", "b_bps", "ratio", "ratio_ci95"} (ratio = b / a; its interval or None)."""
     sa, pa = load_run(run_a, "RUN_A")
     sb, pb = load_run(run_b, "RUN_B")
     if len(sa["points"]) != len(sb["points"]):
@@ -73,15 +97,15 @@ def compare(run_a: Path, run_b: Path) -> list[dict]:
                              f"the same spec")
         for key in ca:
             rows.append(_row(i, key, ca[key]["flows"], ca[key]["goodput_bps"], cb[key]["goodput_bps"]))
-        ga = sa["points"][i]["system"]["goodput_bps"]["mean"]
-        gb = sb["points"][i]["system"]["goodput_bps"]["mean"]
-        rows.append(_row(i, "system", [], ga, gb))
+        rows.append(_row(i, "system", [], sa["points"][i]["system"]["goodput_bps"],
+                         sb["points"][i]["system"]["goodput_bps"]))
     return rows
 
 
-def _row(point: int, key: str, flows: list[int], a, b) -> dict:
-    return {"point": point, "class": key, "flows": flows, "a_bps": a, "b_bps": b,
-            "ratio": b / a if a and b is not None else None}
+def _row(point: int, key: str, flows: list[int], a: dict, b: dict) -> dict:
+    ratio, half = ratio_ci(b, a)
+    return {"point": point, "class": key, "flows": flows, "a_bps": a.get("mean"), "b_bps": b.get("mean"),
+            "ratio": ratio, "ratio_ci95": None if half is None else [ratio - half, ratio + half]}
 
 
 def outside(rows: list[dict], tolerance: float) -> list[dict]:

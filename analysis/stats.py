@@ -35,3 +35,18 @@ def over_repetitions(per_rep: Sequence[dict]) -> dict:
     if len(per_rep) == 1:
         return dict(per_rep[0])
     return summarize([r["mean"] for r in per_rep if r["mean"] is not None])
+
+
+def ratio_ci(a: dict, b: dict) -> tuple[float | None, float | None]:
+    """a's mean over b's (two summaries as above) and the half width of its 95 % confidence interval, by the
+    delta method on the two means' standard errors, Student's t with the smaller sample's degrees of freedom.
+    (None, None) without both means or with b's at 0; the half width is None where either has fewer than 2."""
+    ma, mb = a.get("mean"), b.get("mean")
+    if ma is None or mb is None or mb <= 0:
+        return None, None
+    r = ma / mb
+    na, nb = a.get("n", 1), b.get("n", 1)
+    if min(na, nb) < 2:
+        return r, None
+    rel = math.sqrt((a["std"] / math.sqrt(na) / ma) ** 2 + (b["std"] / math.sqrt(nb) / mb) ** 2) if ma > 0 else 0.0
+    return r, r * rel * float(_st.t.ppf(0.975, min(na, nb) - 1))

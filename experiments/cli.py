@@ -238,18 +238,21 @@ def compare(run_a: Path = typer.Argument(..., help="the reference run directory"
             run_b: Path = typer.Argument(..., help="the run to compare with it (same spec, e.g. another testbed)"),
             tolerance: Optional[float] = typer.Option(
                 None, help="exit 1 if a class of alike flows or the system differs by more than this fraction")):
-    """Goodput of two runs of one spec side by side, flows alike (same cc, workload, start) pooled."""
+    """Goodput of two runs of one spec side by side, flows alike (same cc, workload, start) pooled, each ratio
+    with its 95 % confidence interval where the runs' repetitions (or intervals) give one."""
     from analysis.compare import compare as compare_runs, outside
     if tolerance is not None and not 0 < tolerance < 1:
         raise InputError(f"--tolerance: got {tolerance!r}; expected a fraction between 0 and 1, e.g. 0.1")
     rows = compare_runs(run_a, run_b)
     table = Table(title=f"{run_b.name} against {run_a.name} (goodput, Mbit/s)")
-    for col in ("point", "flows alike", "flows", "A", "B", "B/A"):
+    for col in ("point", "flows alike", "flows", "A", "B", "B/A", "95 % CI of B/A"):
         table.add_column(col, justify="left" if col == "flows alike" else "right")
     for r in rows:
+        ci = r["ratio_ci95"]
         table.add_row(str(r["point"]), r["class"], ",".join(map(str, r["flows"])),
                       *[("–" if v is None else f"{v / 1e6:.3f}") for v in (r["a_bps"], r["b_bps"])],
-                      "–" if r["ratio"] is None else f"{r['ratio']:.3f}")
+                      "–" if r["ratio"] is None else f"{r['ratio']:.3f}",
+                      "–" if ci is None else f"{ci[0]:.3f} .. {ci[1]:.3f}")
     console.print(table)
     if tolerance is not None:
         bad = outside(rows, tolerance)

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import copy
 import csv
-import math
 import os
 import platform
 from dataclasses import asdict
 from pathlib import Path
 
-from scipy import stats as _st
-
+from analysis.stats import ratio_ci
 from topologies.pause import chain_controller, chain_plan
 from topologies.pause.emulated import PAUSE_HELP, STATS, prometheus_samples
 from topologies.pause.ethtool import NIC_HELP, NicPause, nic_samples, wait_carrier
@@ -268,20 +266,13 @@ def gain(with_pause: dict, without: dict) -> dict:
     """The goodput increase PAUSE brings, in percent: 100 (G_pause / G_without - 1), with a 95 % confidence
     interval by the delta method on the two means' standard errors (each a mean over repetitions, or over one
     repetition's measured intervals), Student's t with the smaller sample's degrees of freedom."""
-    a, b = with_pause.get("mean"), without.get("mean")
-    out = {"metric": "goodput_bps", "with_pause_bps": a, "without_pause_bps": b, "percent": None,
-           "ci95": [None, None], "method": "delta method, t with min(n) - 1 degrees of freedom"}
-    if a is None or b is None or b <= 0:
+    out = {"metric": "goodput_bps", "with_pause_bps": with_pause.get("mean"), "without_pause_bps":
+           without.get("mean"), "percent": None, "ci95": [None, None],
+           "method": "delta method, t with min(n) - 1 degrees of freedom"}
+    r, half = ratio_ci(with_pause, without)
+    if r is None:
         return out
-    ratio = a / b
-    out["percent"] = 100 * (ratio - 1)
-    na, nb = with_pause.get("n", 1), without.get("n", 1)
-    if min(na, nb) < 2:
-        out["ci95"] = [out["percent"], out["percent"]]
-        return out
-    rel = math.sqrt((with_pause["std"] / math.sqrt(na) / a) ** 2 + (without["std"] / math.sqrt(nb) / b) ** 2) \
-        if a > 0 else 0.0
-    half = 100 * ratio * rel * float(_st.t.ppf(0.975, min(na, nb) - 1))
-    out["ci95"] = [out["percent"] - half, out["percent"] + half]
+    out["percent"] = 100 * (r - 1)
+    out["ci95"] = [out["percent"], out["percent"]] if half is None else [100 * (r - half - 1), 100 * (r + half - 1)]
     return out
 
