@@ -115,10 +115,11 @@ class PauseRun:
         """After testbed.up() (the interfaces must exist), before the traffic."""
         self.plan = chain_plan(self.spec, self.topo, self.testbed, self.commands)
         for nic in self.plan.nic_settings:
-            before = nic.tool.get(nic.dev)
-            # for `ccrig clean` should this process die before stop() restored it (hosts: in the host's undo.sh)
-            self.testbed.remember_undo(nic.node, nic.tool.set_argv(nic.dev, before))
-            got = self.nics.enable(nic.tool, nic.dev, nic.want)   # restored by stop(), whatever happens next
+            # restored by stop(), whatever happens next; by `ccrig clean` should this process die before
+            # (hosts: the host's undo.sh)
+            got = self.nics.enable(nic.tool, nic.dev, nic.want,
+                                   undo=lambda argv, node=nic.node: self.testbed.remember_undo(node, argv))
+            before = self.nics.saved[-1][2]
             self.nic_record[nic.node] = {"where": nic.tool.place, "dev": nic.dev, "driver": nic.tool.driver(nic.dev),
                                          "before": before, "settings": got}
         down = wait_carrier(self.nics.changed)

@@ -39,14 +39,9 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     # queue disciplines, netem included, that any point's links ask for
     kinds: dict[str, str] = {}
     for p in points:
-        topo = p.experiment.topology.build(p.experiment.n_flows)
-        for link in topo.links:
-            for (a, b), eg in (((link.a, link.b), link.a_to_b), ((link.b, link.a), link.b_to_a)):
-                if eg.qdisc is not None and eg.rate is not None:
-                    kinds.setdefault(eg.qdisc.kind, f"the {a}->{b} link's qdisc")
-                if eg.needs_netem:
-                    what = "added delay" if eg.delay > 0 else "random loss"
-                    kinds.setdefault("netem", f"{what} on the {a}->{b} link")
+        for by_kind in qdisc_kinds(p.experiment.topology.build(p.experiment.n_flows)).values():
+            for kind, by in by_kind.items():
+                kinds.setdefault(kind, by)
     # every link's tc argv is rendered now, so a discipline whose parameters do not fit its link (a RED
     # threshold beyond the buffer) is refused before anything is set up
     from topologies.links import egress_argv
@@ -85,6 +80,20 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     return unique
 
 
+def qdisc_kinds(topo) -> dict[str, dict[str, str]]:
+    """The queue disciplines, netem included, a topology's links ask for: transmitting node -> kind -> what
+    needs it (the first link that does)."""
+    out: dict[str, dict[str, str]] = {}
+    for link in topo.links:
+        for (a, b), eg in (((link.a, link.b), link.a_to_b), ((link.b, link.a), link.b_to_a)):
+            if eg.qdisc is not None and eg.rate is not None:
+                out.setdefault(a, {}).setdefault(eg.qdisc.kind, f"the {a}->{b} link's qdisc")
+            if eg.needs_netem:
+                what = "added delay" if eg.delay > 0 else "random loss"
+                out.setdefault(a, {}).setdefault("netem", f"{what} on the {a}->{b} link")
+    return out
+
+
 def _hosts(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     """On the hosts testbed the kernels and NICs that matter are the hosts', checked now over SSH: the
     testbed's own preflight connects (reachable, root, interfaces, tools); each host that transmits into a
@@ -101,13 +110,7 @@ def _hosts(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
         if exp.testbed != "hosts":
             continue
         topo = exp.topology.build(exp.n_flows)
-        wanted: dict[str, dict[str, str]] = {}   # node -> kind -> what needs it
-        for link in topo.links:
-            for (a, b), eg in (((link.a, link.b), link.a_to_b), ((link.b, link.a), link.b_to_a)):
-                if eg.qdisc is not None and eg.rate is not None:
-                    wanted.setdefault(a, {}).setdefault(eg.qdisc.kind, f"the {a}->{b} link's qdisc")
-                if eg.needs_netem:
-                    wanted.setdefault(a, {}).setdefault("netem", f"delay or loss on the {a}->{b} link")
+        wanted = qdisc_kinds(topo)   # node -> kind -> what needs it
         pause = exp.topology.pause.mode if applies(exp) else None
         key = (repr(sorted((n, sorted(k)) for n, k in wanted.items())), pause)
         if key in done:

@@ -480,9 +480,9 @@ def clean_host(conn: SshHost, prefix: str, keep=None, ours=None) -> list[str]:
     """Removes what the runs with this name prefix left on a host: the processes started from their remote
     directories, the settings each run recorded in its undo.sh there (interfaces, forwarding, PAUSE), the
     directories, and any experiment addresses (198.18.x), their routes and the root qdiscs still on the
-    inventory's interfaces that carry them (a run that died before writing its undo.sh). ours(run directory name) -> False leaves a directory alone
-    (not a run's); keep(name) -> True spares a run still going (and then the host's network settings, which
-    are that run's). Returns one sentence per thing removed."""
+    inventory's interfaces that carry them (a run that died before writing its undo.sh). ours(run directory
+    name) -> False leaves a directory alone (not a run's); keep(name) -> True spares a run still going (and
+    then the host's network settings, which are that run's). Returns one sentence per thing removed."""
     h, said = conn.host, []
     dirs, kept = [], []
     for d in run_dirs(conn, prefix):
@@ -822,19 +822,23 @@ class HostsTestbed(Testbed):
             out.append(word)
         return out
 
+    def _put(self, node: str, name: str, text: str, decode: str = "cat") -> str:
+        """Writes text (through decode on the host) to name in the run's directory there; returns its path."""
+        self._ensure_remote_dir(node)
+        remote = f"{self._remote_dir(node)}/{name}"
+        self._conn(node).run(["sh", "-c", decode + ' > "$1"', "put", remote], root=False, input=text)
+        return remote
+
     def stage(self, node: str, path: Path) -> str:
         """Copies path to the host once (text as it is, so commands.log shows it; a binary as base64)."""
         key = (node, str(path))
         with self._lock:
             if key in self._staged:
                 return self._staged[key]
-        self._ensure_remote_dir(node)
-        remote = f"{self._remote_dir(node)}/{path.name}"
         try:
-            argv, text = ["sh", "-c", 'cat > "$1"', "stage", remote], path.read_text()
+            remote = self._put(node, path.name, path.read_text())
         except UnicodeDecodeError:
-            argv, text = ["sh", "-c", 'base64 -d > "$1"', "stage", remote], base64.b64encode(path.read_bytes()).decode()
-        self._conn(node).run(argv, root=False, input=text)
+            remote = self._put(node, path.name, base64.b64encode(path.read_bytes()).decode(), decode="base64 -d")
         with self._lock:
             self._staged[key] = remote
         return remote
@@ -926,9 +930,7 @@ class HostsTestbed(Testbed):
         that `ccrig clean -i` runs (as root, every line whatever the others do) when the run died unrestored."""
         lines = [f"# ccrig: undoes run {self.prefix}'s changes to this host (node {node}); run by ccrig clean -i"]
         lines += [shlex.join(argv) for argv in self._undo_argv(node)]
-        self._ensure_remote_dir(node)
-        self._conn(node).run(["sh", "-c", 'cat > "$1"', "undo", f"{self._remote_dir(node)}/{UNDO_SCRIPT}"],
-                             root=False, input="\n".join(lines) + "\n")
+        self._put(node, UNDO_SCRIPT, "\n".join(lines) + "\n")
 
 
 def _features(ethtool_k: str, names: tuple[str, ...]) -> dict[str, bool]:

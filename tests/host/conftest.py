@@ -75,8 +75,18 @@ class Ccrig:
         return argv + list(extra)
 
     def run(self, spec: dict, *extra, timeout=300) -> subprocess.CompletedProcess:
-        return subprocess.run(self.argv(self.write(spec), *extra), cwd=ROOT, capture_output=True, text=True,
-                              timeout=timeout)
+        """The finished run, with its pid (the names it makes on this machine start ccrig-PID-)."""
+        argv = self.argv(self.write(spec), *extra)
+        p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise
+        done = subprocess.CompletedProcess(argv, p.returncode, out, err)
+        done.pid = p.pid
+        return done
 
     def run_dirs(self) -> list[Path]:
         return sorted((self.tmp / "runs").glob("*")) if (self.tmp / "runs").exists() else []

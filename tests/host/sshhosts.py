@@ -25,7 +25,9 @@ someone else's. Traffic stays on this machine: 198.19.x.0/24 management addresse
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -251,6 +253,27 @@ class SshHosts:
     def exec(self, host: str, argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
         """Runs argv in a host's namespace directly (not over SSH): the test's independent view."""
         return self.c.run(argv, ns=self.ns(host), check=check)
+
+    def state(self) -> dict:
+        """What a run may change on the hosts, seen inside their namespaces (not over SSH): per host the
+        experiment addresses, the qdisc kinds, forwarding, and each lab interface's MTU, GSO sizes and
+        offloads."""
+        out = {}
+        for h in self.hosts:
+            addrs = self.exec(h, ["ip", "-br", "addr"]).stdout
+            qdiscs = json.loads(self.exec(h, ["tc", "-j", "qdisc", "show"]).stdout)
+            links = {}
+            for link in json.loads(self.exec(h, ["ip", "-d", "-j", "link", "show"]).stdout):
+                if link["ifname"].startswith("lab"):
+                    offloads = self.exec(h, ["ethtool", "-k", link["ifname"]]).stdout
+                    links[link["ifname"]] = (link["mtu"], link.get("gso_max_segs"), link.get("gso_max_size"),
+                                             re.findall(r"^(?:tcp-segmentation|generic-\w+)-offload: \w+",
+                                                        offloads, re.M))
+            out[h] = {"addresses": sorted(re.findall(r"198\.18\.\S+", addrs)),
+                      "qdiscs": sorted({q["kind"] for q in qdiscs} - {"noqueue"}),
+                      "forwarding": self.exec(h, ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip(),
+                      "links": links}
+        return out
 
     # --- down ----------------------------------------------------------------------------------------
     def down(self) -> None:

@@ -214,24 +214,10 @@ def test_interrupted_hosts_run_leaves_nothing(bed, tmp_path):
     assert not subprocess.run(["pgrep", "-f", f"ControlPath=/tmp/{prefix}-ssh"], capture_output=True).stdout
 
 
-def interface_settings(bed) -> dict:
-    """What a run changes on every host beside addresses and qdiscs, seen inside the hosts' namespaces."""
-    out = {}
-    for h in bed.hosts:
-        for link in json.loads(bed.exec(h, ["ip", "-d", "-j", "link", "show"]).stdout):
-            if link["ifname"].startswith("lab"):
-                offloads = bed.exec(h, ["ethtool", "-k", link["ifname"]]).stdout
-                out[h, link["ifname"]] = (link["mtu"], link.get("gso_max_segs"), link.get("gso_max_size"),
-                                          re.findall(r"^(?:tcp-segmentation|generic-\w+)-offload: \w+", offloads,
-                                                     re.M))
-        out[h, "forwarding"] = bed.exec(h, ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip()
-    return out
-
-
 def test_clean_with_inventory_removes_what_a_killed_run_left_on_the_hosts(bed, tmp_path):
     prefix = f"{bed.prefix}k"
     want = names(prefix)
-    settings_before = interface_settings(bed)
+    before = bed.state()
     proc = start(bed, tmp_path, prefix, "10s")
     planted = None
     try:
@@ -242,7 +228,8 @@ def test_clean_with_inventory_removes_what_a_killed_run_left_on_the_hosts(bed, t
         # SSH masters here; and a process that outlived its run (started as the runner's wrapper would)
         assert set(want.values()) <= set(available(bed))
         assert any("198.18." in line for line in network_left(bed))
-        assert interface_settings(bed) != settings_before   # MTU/offloads/forwarding as the run set them
+        settings = lambda state: {h: (x["links"], x["forwarding"]) for h, x in state.items()}  # noqa: E731
+        assert settings(bed.state()) != settings(before)   # MTU/offloads/forwarding as the run set them
         rdir = Path(f"/tmp/{prefix}-d1")
         assert rdir.is_dir()
         bed.exec("d1", ["sh", "-c", 'sleep 333.25 </dev/null >/dev/null 2>&1 & echo $! > "$1"', "plant",
@@ -266,7 +253,7 @@ def test_clean_with_inventory_removes_what_a_killed_run_left_on_the_hosts(bed, t
         assert "closed the SSH connection to host s1" in said, said
         time.sleep(0.5)
         assert left_behind(bed, prefix) == []
-        assert interface_settings(bed) == settings_before
+        assert bed.state() == before
         assert not subprocess.run(["pgrep", "-f", f"ControlPath=/tmp/{prefix}-ssh"], capture_output=True).stdout
         # a second clean finds nothing of that run
         again = subprocess.run([*CCRIG, "clean", "-i", str(bed.inventory), "--prefix", prefix], cwd=ROOT,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CCRIG, ROOT
+from conftest import ROOT
 from experiments.commands import Commands
 from experiments.errors import InputError
 from topologies.hosts import HostsTestbed
@@ -44,42 +44,11 @@ def bed():
         yield b
 
 
-
-
-def ccrig_argv(tmp_path: Path, spec: dict, inventory: Path) -> list[str]:
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return [*CCRIG, "run", str(path), "--inventory", str(inventory), "--out", str(tmp_path / "runs"),
-            "--prometheus", "off", "--no-progress"]
-
-
-def ccrig_run(tmp_path: Path, spec: dict, inventory: Path) -> subprocess.CompletedProcess:
-    """The run's result, with its pid (its names on this machine start ccrig-PID-)."""
-    argv = ccrig_argv(tmp_path, spec, inventory)
-    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = p.communicate(timeout=300)
-    done = subprocess.CompletedProcess(argv, p.returncode, out, err)
-    done.pid = p.pid
-    return done
-
-
 def agents(run_pid: int) -> list[str]:
     """The PAUSE programs of run run_pid running on the hosts from their copies there (the sshd namespaces
     share our pids; the local ssh clients' command lines name the program too, but do not start with it)."""
     return subprocess.run(["pgrep", "-f", f"^python3 /tmp/ccrig-{run_pid}-n[12]/pause_agent.pyz"],
                           capture_output=True, text=True).stdout.split()
-
-
-def host_state(bed: SshHosts) -> dict:
-    """What a run would have changed on the hosts, seen from inside their namespaces (not over SSH)."""
-    out = {}
-    for h in bed.hosts:
-        addrs = bed.exec(h, ["ip", "-br", "addr"]).stdout
-        qdiscs = json.loads(bed.exec(h, ["tc", "-j", "qdisc", "show"]).stdout)
-        out[h] = {"addresses": sorted(re.findall(r"198\.18\.\S+", addrs)),
-                  "qdiscs": sorted({q["kind"] for q in qdiscs} - {"noqueue"}),
-                  "forwarding": bed.exec(h, ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip()}
-    return out
 
 
 def one_line_error(p: subprocess.CompletedProcess) -> str:
@@ -90,9 +59,9 @@ def one_line_error(p: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.parametrize("mode", ["ethtool", "frames"])
-def test_veth_nics_are_refused_before_anything_is_set_up(bed, tmp_path, mode):
-    before = host_state(bed)
-    p = ccrig_run(tmp_path, pause_chain_spec(mode), bed.inventory)
+def test_veth_nics_are_refused_before_anything_is_set_up(bed, ccrig, tmp_path, mode):
+    before = bed.state()
+    p = ccrig.run(pause_chain_spec(mode), "--inventory", str(bed.inventory))
     line = one_line_error(p)
     # the first NIC checked: node n1's link-B interface (ethtool: rx; frames: it must honour real frames)
     n1 = bed.hosts["n1"]
@@ -102,18 +71,18 @@ def test_veth_nics_are_refused_before_anything_is_set_up(bed, tmp_path, mode):
     assert "router hosts whose link-B NICs have flow control" in line and "pause.mode emulated (or auto)" in line
     # refused in preflight: no run directory, and every host exactly as it was
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
-    assert host_state(bed) == before
+    assert bed.state() == before
     assert all(s["addresses"] == [] and s["qdiscs"] == [] for s in before.values()), before
     assert not list(Path("/tmp").glob(f"ccrig-{p.pid}-*")), "preflight left its SSH control sockets"
 
 
-def test_auto_falls_back_to_the_controller_across_hosts(bed, tmp_path):
+def test_auto_falls_back_to_the_controller_across_hosts(bed, ccrig, tmp_path):
     """Virtual NICs (here veth; on cloud VMs virtio): auto runs the XOFF/XON controller on n2's host, watching
     its queue toward d1, and n1's agent shapes link B as the controller signals it over link B."""
-    before = host_state(bed)
+    before = bed.state()
     spec = pause_chain_spec("auto")
     spec["duration"] = "4s"
-    p = ccrig_run(tmp_path, spec, bed.inventory)
+    p = ccrig.run(spec, "--inventory", str(bed.inventory))
     assert p.returncode == 0, p.stderr
     run = next((tmp_path / "runs").iterdir())
     pause = json.loads((run / "summary.json").read_text())["points"][0]["repetitions"][0]["pause"]
@@ -136,18 +105,18 @@ def test_auto_falls_back_to_the_controller_across_hosts(bed, tmp_path):
     events = (run / "points/000/rep0/pause_events.csv").read_text().splitlines()
     assert any(",xoff," in e for e in events) and any(",xon," in e for e in events), events[:5]
     # and the hosts are as they were: no tbf left on n1, no address, no program, no staged file
-    assert host_state(bed) == before
+    assert bed.state() == before
     assert agents(p.pid) == []
     assert not list(Path("/tmp").glob(f"ccrig-{p.pid}-*")), "staged files or control sockets left behind"
 
 
-def test_interrupted_pause_run_restores_the_hosts(bed, tmp_path):
+def test_interrupted_pause_run_restores_the_hosts(bed, ccrig, tmp_path):
     """Ctrl-C while the controller holds link B: the controller and n1's agent end, n1's tbf goes, the hosts
     are as they were."""
-    before = host_state(bed)
+    before = bed.state()
     spec = pause_chain_spec("emulated")
     spec["duration"] = "60s"
-    p = subprocess.Popen(ccrig_argv(tmp_path, spec, bed.inventory), cwd=ROOT, stdout=subprocess.PIPE,
+    p = subprocess.Popen(ccrig.argv(ccrig.write(spec), "--inventory", str(bed.inventory)), cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     events = []
@@ -162,21 +131,21 @@ def test_interrupted_pause_run_restores_the_hosts(bed, tmp_path):
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    assert host_state(bed) == before
+    assert bed.state() == before
     assert agents(p.pid) == []
     assert "tbf" not in bed.exec("n1", ["tc", "qdisc", "show"]).stdout
     assert not list(Path("/tmp").glob(f"ccrig-{p.pid}-*")), "staged files or control sockets left behind"
 
 
-def test_missing_interface_is_named(bed, tmp_path):
+def test_missing_interface_is_named(bed, ccrig, tmp_path):
     inv = yaml.safe_load(bed.inventory.read_text())
     inv["all"]["children"]["routers"]["hosts"]["n2"]["ccrig_interfaces"]["n1"] = "ccrignope0"
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(inv))
-    before = host_state(bed)
-    line = one_line_error(ccrig_run(tmp_path, pause_chain_spec("ethtool"), path))
+    before = bed.state()
+    line = one_line_error(ccrig.run(pause_chain_spec("ethtool"), "--inventory", str(path)))
     assert "host n2" in line and "'ccrignope0' does not exist" in line, line
-    assert host_state(bed) == before
+    assert bed.state() == before
 
 
 def test_ethtool_runs_over_ssh_through_the_testbed(bed, tmp_path):

@@ -169,30 +169,26 @@ def test_wrong_interface_unreachable_host_and_unmapped_node_are_named_before_any
     assert "198.18." not in bed.exec("r1", ["ip", "-br", "addr"]).stdout
 
 
-def test_qdisc_missing_in_a_hosts_kernel_is_named_before_anything(bed, tmp_path):
+def test_qdisc_missing_in_a_hosts_kernel_is_named_before_anything(bed, ccrig):
     """The hosts' kernels are probed over SSH in preflight (here they are this machine's 6.18, which has no
     red): the error names the discipline, the kernel, the host, and the way out; nothing is set up."""
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "hostsred", "testbed": "hosts", "flows": [{"cc": "reno"}], "duration": "4s",
-        "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit", "buffer": "50pkt", "qdisc": "red"}}}))
-    run = subprocess.Popen([*CCRIG, "run", str(spec), "--inventory", str(bed.inventory), "--out",
-                            str(tmp_path / "runs"), "--prometheus", "off", "--no-progress"], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = run.communicate(timeout=120)
-    assert run.returncode == 2, (out, err)
+    spec = {"name": "hostsred", "testbed": "hosts", "flows": [{"cc": "reno"}], "duration": "4s",
+            "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit", "buffer": "50pkt", "qdisc": "red"}}}
+    run = ccrig.run(spec, "--inventory", str(bed.inventory), timeout=120)
+    err = run.stderr
+    assert run.returncode == 2, (run.stdout, err)
     r1 = f"host r1 ({bed.operator}@{bed.hosts['r1'].address}:22)"
     assert f"queue discipline 'red' is not available in kernel {os.uname().release} on {r1}" in err, err
     assert "modprobe sch_red" in err
     # only the bottleneck's host transmits into red; the others were not blamed
     assert "on host s1" not in err and "on host d1" not in err
-    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+    assert not ccrig.run_dirs()
     assert "198.18." not in bed.exec("r1", ["ip", "-br", "addr"]).stdout
     # the probe's scratch namespace on r1 (ccrig-PID-pre-qprobe) is gone with it
     assert f"ccrig-{run.pid}-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     # ccrig preflight asks the same hosts the same questions, and says which host has what
-    p = subprocess.run([*CCRIG, "preflight", str(spec), "--inventory", str(bed.inventory)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run([*CCRIG, "preflight", str(ccrig.write(spec)), "--inventory", str(bed.inventory)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and f"'red' is not available in kernel {os.uname().release} on {r1}" in p.stderr
     row = next(line for line in p.stdout.splitlines() if "the red queue discipline on host r1" in line)
     assert "the r1->r2 link's qdisc" in row and " NO " in row, p.stdout

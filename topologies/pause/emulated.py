@@ -118,8 +118,8 @@ class EmulatedPauseConfig:
         shaper's, 1: and 10:, so statistics readers find the queue where they expect it); verb change: the
         first alone sets the rate of the tbf in place."""
         dev, burst = self.up_dev, str(self.wire_bytes)
-        return [["tc", "qdisc", verb, "dev", dev, "root", "handle", "1:", "tbf", "rate", f"{max(8, round(rate_bps))}bit",
-                 "burst", burst, "limit", str(self.up_limit * self.wire_bytes)],
+        return [["tc", "qdisc", verb, "dev", dev, "root", "handle", "1:", "tbf",
+                 "rate", f"{max(8, round(rate_bps))}bit", "burst", burst, "limit", str(self.up_limit * self.wire_bytes)],
                 ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo",
                  "limit", str(self.up_limit)]]
 
@@ -131,9 +131,9 @@ class _Loop:
         self.cfg, self.out = cfg, out
         self.link = PauseLink(cfg.high, cfg.low, cfg.rate_bps, cfg.quanta, cfg.refresh)
         self.down = Rtnl(cfg.down_ns, cfg.down_dev)
-        local_tbf = cfg.actuator == "tbf" and cfg.signal_to is None
-        self.up = Rtnl(cfg.up_ns, cfg.up_dev) if local_tbf else None
-        self.signal = RateSignal(cfg.signal_to, cfg.signal_port) if cfg.actuator == "tbf" and not local_tbf else None
+        # tbf here (namespaces of this machine) or on node 1's host through its agent (signal_to: tbf only)
+        self.up = Rtnl(cfg.up_ns, cfg.up_dev) if cfg.actuator == "tbf" and cfg.signal_to is None else None
+        self.signal = RateSignal(cfg.signal_to, cfg.signal_port) if cfg.signal_to is not None else None
         self.frames = None
         if cfg.actuator == "frames":
             with in_namespace(cfg.down_ns):
@@ -490,7 +490,8 @@ class EmulatedPause:
                        + (f" in {cfg.down_ns}" if cfg.down_ns else "") + f", qdisc {cfg.down_handle}", timeout)
 
     def _fail(self, who: str, what: str, timeout: float) -> None:
-        err = self._error or (f"no answer within {timeout:g} s" + (f"; it said: {self._diag[-1]}" if self._diag else ""))
+        said = f"; it said: {self._diag[-1]}" if self._diag else ""
+        err = self._error or f"no answer within {timeout:g} s{said}"
         self.stop()
         raise RunError(f"{who} ({what}) failed to start: {err}")
 

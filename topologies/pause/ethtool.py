@@ -177,11 +177,12 @@ class Ethtool:
         except InputError:
             return False
 
-    def set(self, dev: str, want: PauseParams) -> PauseParams:
+    def set(self, dev: str, want: PauseParams, now: PauseParams | None = None) -> PauseParams:
         """Sets the pause parameters and reads them back; a driver that silently ignores part is an error.
         Settings already in force are left alone: on most NICs ethtool -A renegotiates the link (carrier
-        drops for a second or more) even when nothing changes."""
-        now = self.get(dev)  # unsupported or missing: the clear error, before changing anything
+        drops for a second or more) even when nothing changes. now: the settings the caller just read."""
+        if now is None:
+            now = self.get(dev)  # unsupported or missing: the clear error, before changing anything
         if now == want:
             return now
         argv = self.set_argv(dev, want)
@@ -213,6 +214,11 @@ class Ethtool:
     def counters(self, dev: str) -> dict[str, int]:
         """Everything PAUSE-related we can read: standard statistics and normalised driver counters."""
         return {**{f"driver_{k}": v for k, v in self.driver_counters(dev).items()}, **self.pause_stats(dev)}
+
+
+def ethtool_at(where: Ethtool | str | None, commands: Commands | None) -> Ethtool:
+    """where: an Ethtool (any place), or a namespace of this machine (None: this one)."""
+    return where if isinstance(where, Ethtool) else Ethtool(commands, where)
 
 
 def wait_carrier(nics: list[tuple[Ethtool, str]], timeout: float = 30.0) -> list[str]:
@@ -248,15 +254,15 @@ class NicPause:
         self.saved: list[tuple[Ethtool, str, PauseParams]] = []
         self.changed: list[tuple[Ethtool, str]] = []  # the interfaces whose settings ethtool -A changed
 
-    def tool(self, where: Ethtool | str | None) -> Ethtool:
-        """where: an Ethtool (any place), or a namespace of this machine (None: this one)."""
-        return where if isinstance(where, Ethtool) else Ethtool(self.commands, where)
-
-    def enable(self, where: Ethtool | str | None, dev: str, want: PauseParams) -> PauseParams:
-        tool = self.tool(where)
+    def enable(self, where: Ethtool | str | None, dev: str, want: PauseParams, undo=None) -> PauseParams:
+        """Sets want on dev, keeping the original for restore(); undo(argv), if given, first receives the
+        command that would put the original back (for `ccrig clean` should this process die)."""
+        tool = ethtool_at(where, self.commands)
         original = tool.get(dev)
         self.saved.append((tool, dev, original))
-        got = tool.set(dev, want)
+        if undo is not None:
+            undo(tool.set_argv(dev, original))
+        got = tool.set(dev, want, now=original)
         if got != original:
             self.changed.append((tool, dev))
         return got
@@ -290,7 +296,7 @@ def resolve_mode(mode: str, devices: list[tuple[Ethtool | str | None, str]],
         return mode, None
     unsupported = []
     for where, dev in devices:
-        tool = where if isinstance(where, Ethtool) else Ethtool(commands, where)
+        tool = ethtool_at(where, commands)
         try:
             tool.get(dev)
         except InputError:
