@@ -22,9 +22,9 @@ from pathlib import Path
 
 import yaml
 
-from analysis.stats import ratio_ci, summarize
-from experiments import spec as specmod
-from experiments.errors import InputError
+from ccrig.analysis.stats import ratio_ci, summarize
+from ccrig.experiments import spec as specmod
+from ccrig.errors import InputError
 
 
 def load_run(run_dir: Path, arg: str = "RUN_DIR") -> tuple[dict, list[specmod.Point]]:

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from experiments.errors import CcrigError, InputError
+from ccrig.errors import CcrigError, InputError
 
 from . import pause_markov as pm
 from . import throughput as tp

@@ -67,7 +67,7 @@ import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import breadth_first_order
 from threadpoolctl import threadpool_limits
 
-from experiments.errors import InputError, field_error
+from ccrig.errors import InputError, field_error
 
 
 @dataclass(frozen=True)

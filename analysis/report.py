@@ -28,7 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from experiments.errors import InputError  # noqa: E402
+from ccrig.errors import InputError  # noqa: E402
 
 from . import throughput as tp  # noqa: E402
 
@@ -205,7 +205,7 @@ def law_of(cc: str):
     if cc == "reno":
         return 1.0, 0.5
     try:
-        from tcp_modules.laws import PRESETS, AlphaBeta, Poly
+        from ccrig.tcp_modules.laws import PRESETS, AlphaBeta, Poly
     except ImportError:
         return None
     law = PRESETS.get(cc)
@@ -284,7 +284,7 @@ def markov_params(run_dir: Path, point: dict):
     if spec_path.is_file():
         import yaml
 
-        from experiments.units import UnitError, parse_size
+        from ccrig.units import UnitError, parse_size
         try:
             buf = ((yaml.safe_load(spec_path.read_text()) or {}).get("topology", {}).get("link_b", {}) or {}).get("buffer")
             b1 = parse_size(buf).packets if buf is not None else None

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 
-from experiments.errors import field_error
+from ccrig.errors import field_error
 
 MATHIS_C = math.sqrt(1.5)
 

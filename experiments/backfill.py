@@ -21,9 +21,10 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
-from .commands import Commands
-from .errors import InputError, RunError
-from .exporter import Sample, families
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
+from ccrig.samples import Sample
+from .exporter import families
 
 LOG_NAME = "samples.jsonl"
 ULID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")

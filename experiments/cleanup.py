@@ -11,8 +11,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-from topologies.netns import namespaces, remove_namespace
-from .commands import Commands
+from ccrig.topologies.netns import namespaces, remove_namespace
+from ccrig.commands import Commands
 from .prometheus_server import PrometheusServer
 
 # the SSH control directories of the hosts testbed and of its congestion-control connections:
@@ -56,7 +56,7 @@ def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
         remove_namespace(ns, commands)
         said.append(f"removed namespace {ns} and its processes")
     try:
-        from tcp_modules.manager import cleanup as cc_cleanup
+        from ccrig.tcp_modules.manager import cleanup as cc_cleanup
     except ImportError:
         cc_cleanup = None
     if cc_cleanup is not None:
@@ -65,10 +65,10 @@ def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
             said += cc_cleanup(commands, None, keep=lambda owner: _run_alive(owner)) or []
         else:
             said += cc_cleanup(commands, prefix.rstrip("-")) or []
-    from topologies import vm
+    from ccrig.topologies import vm
     said += vm.stop_stray_guests(prefix, keep=lambda name: full and _run_alive(name))
     try:
-        from topologies.mininet import cleanup as mininet_cleanup
+        from ccrig.topologies.mininet import cleanup as mininet_cleanup
     except ImportError:
         mininet_cleanup = None
     if mininet_cleanup is not None:
@@ -112,8 +112,8 @@ def clean_hosts(inventory: Path, prefix: str, commands: Commands) -> list[str]:
     """On every experiment host of the inventory (groups senders, receivers, routers): the processes, remote
     directories, experiment addresses, routes and root qdiscs hosts runs left (topologies.hosts.clean_host),
     then their congestion-control variants and modules. A host that cannot be reached is said, not fatal."""
-    from tcp_modules.manager import RemoteSystem, cleanup as cc_cleanup
-    from topologies.hosts import Inventory, clean_host, connect_all
+    from ccrig.tcp_modules.manager import RemoteSystem, cleanup as cc_cleanup
+    from ccrig.topologies.hosts import Inventory, clean_host, connect_all
     inv = Inventory.load(inventory, commands, arg="--inventory")
     hosts = [h for h in inv.experiment_hosts() if not h.local]
     if not hosts:

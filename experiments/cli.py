@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import CcrigError, InputError, RunError
+from ccrig.errors import CcrigError, InputError, RunError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="ccrig: congestion-control experiments on real Linux kernels. "
@@ -86,7 +86,7 @@ def choose_testbed(spec: Path, raw: dict, exp) -> str:
     if exp.testbed != "auto":
         return exp.testbed
     from . import spec as specmod
-    from .commands import Commands
+    from ccrig.commands import Commands
     from .preflight import needs
     from .runner import run_prefix
     missing = [n for n in needs(specmod.points(raw, exp, str(spec)), Commands(None), run_prefix()) if not n.ok]
@@ -101,9 +101,9 @@ def run_in_vm(spec: Path, set_: list[str], exp, out: Path, prometheus: str, prom
     """The vm testbed: the same `ccrig run` on netns inside a distribution kernel under virtme-ng; the run
     directory lands in OUT on the host, and its samples are backfilled into the host's Prometheus."""
     import json
-    from topologies import vm
+    from ccrig.topologies import vm
     from .backfill import backfill
-    from .errors import RunError
+    from ccrig.errors import RunError
     from .prometheus_server import PrometheusServer
     from .runner import run_prefix
     missing = [n for n in vm.preflight(exp.vm) if not n.ok]
@@ -189,7 +189,7 @@ def preflight(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"
     """Say what the spec needs and whether this machine has it (on the hosts testbed: each host, over SSH,
     changing nothing), and how to get what is missing."""
     from . import spec as specmod
-    from .commands import Commands
+    from ccrig.commands import Commands
     from .preflight import needs
     from .runner import run_prefix
     _use_inventory(inventory)
@@ -228,7 +228,7 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory (results/ru
     """Tables and plots (Markdown + HTML + PNG/SVG) for a run directory."""
     if not (run_dir / "summary.json").is_file():
         raise InputError(f"RUN_DIR: got {str(run_dir)!r}; expected a run directory holding summary.json")
-    from analysis.report import report as make_report
+    from ccrig.analysis.report import report as make_report
     path = make_report(run_dir, out, repetition)
     console.print(f"report: {path}")
 
@@ -240,7 +240,7 @@ def compare(run_a: Path = typer.Argument(..., help="the reference run directory"
                 None, help="exit 1 if a class of alike flows or the system differs by more than this fraction")):
     """Goodput of two runs of one spec side by side, flows alike (same cc, workload, start) pooled, each ratio
     with its 95 % confidence interval where the runs' repetitions (or intervals) give one."""
-    from analysis.compare import compare as compare_runs, outside
+    from ccrig.analysis.compare import compare as compare_runs, outside
     if tolerance is not None and not 0 < tolerance < 1:
         raise InputError(f"--tolerance: got {tolerance!r}; expected a fraction between 0 and 1, e.g. 0.1")
     rows = compare_runs(run_a, run_b)
@@ -262,9 +262,9 @@ def compare(run_a: Path = typer.Argument(..., help="the reference run directory"
         console.print(f"every row within {tolerance:g} of RUN_A")
 
 
-_mount("tcp_modules.cli", "cc", "Congestion-control laws: list what the kernel offers, load or unload a variant.")
-_mount("analysis.model_cli", "model", "Analytical models: the Markov PAUSE model and the throughput equations.")
-_mount("experiments.provision", "provision", "Provision hosts with Ansible.")
+_mount("ccrig.tcp_modules.cli", "cc", "Congestion-control laws: list what the kernel offers, load or unload a variant.")
+_mount("ccrig.analysis.model_cli", "model", "Analytical models: the Markov PAUSE model and the throughput equations.")
+_mount("ccrig.experiments.provision", "provision", "Provision hosts with Ansible.")
 
 
 def main() -> None:

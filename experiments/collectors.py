@@ -11,7 +11,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from topologies.testbed import Testbed
+from ccrig.topologies.testbed import Testbed
 from .workloads import stop_process
 
 SAMPLER = Path(__file__).with_name("sampler.py")
@@ -49,7 +49,7 @@ class FlowSampler:
 
     def wait_ready(self, timeout: float) -> None:
         """Returns once the sampler has polled at least once."""
-        from .errors import RunError
+        from ccrig.errors import RunError
         if not self.ready.wait(timeout):
             raise RunError(f"the TCP_INFO sampler on {self.node} did not start within {timeout:g} s: "
                            f"{self.error() or 'no output'}")
@@ -83,7 +83,7 @@ class QdiscReader:
         self.testbed, self.node, self.dev, self.classes_under = testbed, node, dev, classes_under
 
     def read(self) -> list[dict]:
-        from qdiscs.stats import parse, parse_classes
+        from ccrig.qdiscs.stats import parse, parse_classes
         if hasattr(self.testbed, "owned") and not self.testbed.owned(self.node):
             return []  # a hardware switch's queue is not ours to read
         out = self.testbed.run(self.node, ["tc", "-s", "-j", "qdisc", "show", "dev", self.dev]).stdout

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from .commands import Commands
+from ccrig.commands import Commands
 
 SYSCTLS = ["net.ipv4.tcp_available_congestion_control", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_ecn",
            "net.ipv4.tcp_sack", "net.ipv4.tcp_timestamps", "net.ipv4.tcp_window_scaling", "net.ipv4.tcp_rmem",

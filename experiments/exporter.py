@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ccrig.samples import Sample
+
 # metric -> (type, help); the summary.json metric names map onto these
 HELP = {
     "flow_goodput_bytes_per_second": ("gauge", "Unique payload delivered per second (tcpi_bytes_acked at the sender)"),
@@ -73,7 +75,7 @@ _QDISC_IDS = {"t", "node", "dev", "kind", "handle", "parent", "leaf", "class"}
 def qdisc_samples(rows: list[dict], labels: dict, ts: float | None) -> list["Sample"]:
     """Every numeric statistic of every qdisc (and class) row: the common counters under fixed names, a
     discipline's own (red_early, fq_codel_ecn_mark, drr_deficit, ...) as ccrig_qdisc_<column>."""
-    from qdiscs.stats import is_counter
+    from ccrig.qdiscs.stats import is_counter
     out = []
     for r in rows:
         ql = {**labels, "node": r["node"], "dev": r["dev"], "kind": r.get("kind", ""),
@@ -86,14 +88,6 @@ def qdisc_samples(rows: list[dict], labels: dict, ts: float | None) -> list["Sam
                 HELP[name] = ("counter" if is_counter(key) else "gauge", f"{key.replace('_', ' ')} (tc -s)")
             out.append(Sample(name, ql, float(value), ts))
     return out
-
-
-@dataclass
-class Sample:
-    name: str            # without the ccrig_ prefix, e.g. flow_goodput_bytes_per_second
-    labels: dict
-    value: float
-    ts: float | None = None  # unix seconds; None = scrape time
 
 
 @dataclass

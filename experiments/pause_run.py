@@ -25,14 +25,15 @@ import platform
 from dataclasses import asdict
 from pathlib import Path
 
-from analysis.stats import ratio_ci
-from topologies.pause import chain_controller, chain_plan
-from topologies.pause.emulated import PAUSE_HELP, STATS, prometheus_samples
-from topologies.pause.ethtool import NIC_HELP, NicPause, nic_samples, wait_carrier
+from ccrig.analysis.stats import ratio_ci
+from ccrig.topologies.pause import chain_controller, chain_plan
+from ccrig.topologies.pause.emulated import PAUSE_HELP, STATS, prometheus_samples
+from ccrig.topologies.pause.ethtool import NIC_HELP, NicPause, nic_samples, wait_carrier
 from . import exporter
 from . import spec as specmod
 from .collectors import QdiscReader
-from .errors import RunError, field_error
+from ccrig.errors import RunError, field_error
+from ccrig.needs import Need
 
 # the controller's series are the run's like any other: HELP and TYPE from the one table the exporter reads
 exporter.HELP.update(PAUSE_HELP)
@@ -49,7 +50,6 @@ def applies(exp: specmod.Experiment) -> bool:
 
 def needs(points: list, commands, prefix: str) -> list:
     """The PAUSE needs of a run's points (experiments.preflight.Need); bad combinations raise InputError."""
-    from .preflight import Need
     out = []
     for p in points:
         exp = p.experiment
@@ -69,7 +69,7 @@ def needs(points: list, commands, prefix: str) -> list:
                               f"(no Ethernet flow control); {mode} needs real NICs (testbed hosts)")
     if any(applies(p.experiment) and p.experiment.topology.pause.mode != "ethtool"
            and p.experiment.testbed != "hosts" for p in points) and os.geteuid() == 0:
-        from qdiscs import probe
+        from ccrig.qdiscs import probe
         have = probe.available(commands, prefix)
         out.append(Need("the tbf queue discipline", "topology.pause (the XOFF/XON controller shapes link B)",
                         "tbf" in have, probe.missing_message("tbf", platform.release())))

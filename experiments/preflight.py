@@ -8,24 +8,13 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-from dataclasses import dataclass
 
-from .commands import Commands
-from .errors import InputError
+from ccrig.commands import Commands
+from ccrig.errors import InputError
+from ccrig.needs import Need
 from .spec import Point
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "iperf3": "iperf3", "ethtool": "ethtool"}
-
-
-@dataclass
-class Need:
-    feature: str
-    needed_by: str
-    ok: bool
-    how: str = ""
-
-    def problem(self) -> str:
-        return f"{self.feature} (needed by {self.needed_by}) is missing: {self.how}"
 
 
 def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
@@ -44,7 +33,7 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
                 kinds.setdefault(kind, by)
     # every link's tc argv is rendered now, so a discipline whose parameters do not fit its link (a RED
     # threshold beyond the buffer) is refused before anything is set up
-    from topologies.links import egress_argv
+    from ccrig.topologies.links import egress_argv
     for p in points:
         topo = p.experiment.topology.build(p.experiment.n_flows)
         sources = [topo.address(s) for s, _ in topo.pairs] or None
@@ -58,13 +47,13 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     # anything is loaded (tcp_modules.manager.CcSet), their tools when the testbed connects
     local = points[0].experiment.testbed != "hosts"
     if local and kinds and os.geteuid() == 0 and shutil.which("tc"):
-        from qdiscs import probe
+        from ccrig.qdiscs import probe
         have = probe.available(commands, prefix)
         for kind, by in kinds.items():
             out.append(Need(f"the {kind} queue discipline", by, kind in have,
                             probe.missing_message(kind, release)))
     if local:
-        from tcp_modules.manager import CcManager
+        from ccrig.tcp_modules.manager import CcManager
         ccs = [f.cc for p in points for f in p.experiment.flows]
         problems = CcManager(commands, prefix, points[0].experiment.cc_form).preflight(ccs)
         out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
@@ -100,9 +89,9 @@ def _hosts(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     link with a queue discipline has its kernel probed for it (in a scratch namespace there, as here); a
     pause_chain's PAUSE plan is made (link B's NICs checked; tbf on node 1's host for the controller). Then
     the connections close: nothing was changed on any host, and the run's testbed opens its own."""
-    from qdiscs import probe
-    from topologies.hosts import HostsTestbed
-    from topologies.pause import chain_plan
+    from ccrig.qdiscs import probe
+    from ccrig.topologies.hosts import HostsTestbed
+    from ccrig.topologies.pause import chain_plan
     from .pause_run import applies
     out, done = [], set()
     for p in points:

@@ -18,8 +18,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from .commands import Commands
-from .errors import RunError
+from ccrig.commands import Commands
+from ccrig.errors import RunError
 
 DEFAULT_PORT = 9090
 

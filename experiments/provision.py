@@ -24,9 +24,9 @@ from pathlib import Path
 
 import typer
 
-from topologies.hosts import EXPERIMENT_GROUPS, Inventory, ansible_tool, connect_all
-from .commands import Commands
-from .errors import CcrigError, InputError, RunError
+from ccrig.topologies.hosts import EXPERIMENT_GROUPS, Inventory, ansible_tool, connect_all
+from ccrig.commands import Commands
+from ccrig.errors import CcrigError, InputError, RunError
 
 ANSIBLE_DIR = Path(__file__).resolve().parent.parent / "ansible"
 PLAYBOOKS = ("site.yml", "teardown.yml")

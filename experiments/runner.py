@@ -18,18 +18,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis import metrics, stats
-from analysis.intervals import FlowSeries, flow_interval, system_interval
-from qdiscs.shaper import LEAF
-from topologies.netns import NetnsTestbed
-from topologies.testbed import Testbed
+from ccrig.analysis import metrics, stats
+from ccrig.analysis.intervals import FlowSeries, flow_interval, system_interval
+from ccrig.qdiscs.shaper import LEAF
+from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.testbed import Testbed
 from . import environment, spec as specmod
 from .archive import INTERVAL_COLUMNS, QDISC_COLUMNS, TRACE_COLUMNS, CsvTable, RunArchive, new_run_dir
 from .collectors import FlowSampler, QdiscReader
-from .commands import Commands
-from .errors import InputError, RunError
-from .exporter import SERIES, Exporter, Sample, qdisc_samples, series_sample
-from .preflight import Need, needs
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
+from ccrig.needs import Need
+from ccrig.samples import Sample
+from .exporter import SERIES, Exporter, qdisc_samples, series_sample
+from .preflight import needs
 from .backfill import LOG_NAME, SampleLog
 from .prometheus_server import PrometheusServer
 from . import pause_run
@@ -54,12 +56,12 @@ def make_testbed(name: str, topology, commands: Commands, prefix: str, exp=None)
         return NetnsTestbed(topology, commands, prefix)
     if name == "mininet":
         try:
-            from topologies.mininet import MininetTestbed
+            from ccrig.topologies.mininet import MininetTestbed
         except ImportError as e:
             raise InputError(f"testbed: got 'mininet', which is not available here: {e}") from None
         return MininetTestbed(topology, commands, prefix, exp)
     if name == "hosts":
-        from topologies.hosts import HostsTestbed
+        from ccrig.topologies.hosts import HostsTestbed
         # the inventory maps topology nodes to hosts: --inventory or $CCRIG_INVENTORY
         return HostsTestbed(topology, commands, prefix)
     raise InputError(f"testbed: got {name!r}; expected netns, mininet, hosts, vm or auto")
@@ -152,7 +154,7 @@ class Runner:
         server only tries the sender's name on its socket and carries on without it; a receiver sends no
         data), over SSH connections of their own kept for the whole run: each repetition's testbed connects
         and disconnects, the laws outlive it."""
-        from tcp_modules.manager import CcSet, RemoteSystem
+        from ccrig.tcp_modules.manager import CcSet, RemoteSystem
         hosts = self.exp.testbed == "hosts"
         ccs: dict = {}   # the sender node on hosts (None: this machine) -> its flows' cc values
         for p in self.points:
@@ -162,7 +164,7 @@ class Runner:
                 ccs.setdefault(topo.pairs[i % len(topo.pairs)][0] if hosts else None, []).append(f.cc)
         systems = {None: None}
         if hosts:
-            from topologies.hosts import NodeConnections
+            from ccrig.topologies.hosts import NodeConnections
             self.cc_hosts = NodeConnections(list(ccs), self.commands, self.opt.prefix)
             problems = self.cc_hosts.open()
             if problems:

@@ -24,12 +24,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tcp_modules.spec import CcField, cc_key
-from topologies import topology_union
-from topologies.switches import MininetOptions
-from topologies.vm import VmOptions
-from .errors import InputError
-from .fields import SizeField, TimeField
+from ccrig.tcp_modules.spec import CcField, cc_key
+from ccrig.topologies import topology_union
+from ccrig.topologies.switches import MininetOptions
+from ccrig.topologies.vm import VmOptions
+from ccrig.errors import InputError
+from ccrig.fields import SizeField, TimeField
 
 TopologyField = topology_union()
 TESTBEDS = ("netns", "mininet", "hosts", "vm", "auto")
@@ -142,8 +142,8 @@ def _path_str(loc) -> str:
 
 
 def _union_tags() -> set[str]:
-    import qdiscs
-    import topologies
+    from ccrig import qdiscs
+    from ccrig import topologies
     return ({m.model_fields["name"].default for m in topologies.SPECS} | set(qdiscs.KINDS)
             | {m.model_fields["kind"].default for m in (Bulk, Files)})
 

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from topologies.testbed import Testbed
-from .errors import RunError
+from ccrig.topologies.testbed import Testbed
+from ccrig.errors import RunError
 
 SERVER_PORT = 5201
 CLIENT_PORT = 40001

@@ -1,6 +1,6 @@
 """Queue disciplines: one small class per discipline (see base.py), looked up by `kind`.
 
-    from qdiscs import KINDS, from_spec
+    from ccrig.qdiscs import KINDS, from_spec
     red = from_spec({"kind": "red", "ecn": True})
     shaped_argv("eth0", 10e6, red, Size(packets=100), 1500)     # qdiscs/shaper.py
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from experiments.errors import InputError, field_error
+from ccrig.errors import InputError, field_error
 from .base import Qdisc
 from .codel import Codel, FqCodel
 from .drr import Drr

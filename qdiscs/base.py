@@ -14,8 +14,8 @@ from typing import Annotated, ClassVar, Optional, Sequence, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from experiments.fields import TimeField
-from experiments.units import Size, parse_size
+from ccrig.fields import TimeField
+from ccrig.units import Size, parse_size
 
 # tc's default queue length for a device (txqueuelen), used when neither the discipline nor the link sets one
 DEFAULT_PACKETS = 1000

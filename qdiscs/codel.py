@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from experiments.fields import TimeField
+from ccrig.fields import TimeField
 from .base import Bytes, Count, PositiveTime, Qdisc, packet_limit, tc_time
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Literal, Sequence
 
-from experiments.errors import field_error
+from ccrig.errors import field_error
 from .base import Bytes, Count, Qdisc, wire_bytes
 
 

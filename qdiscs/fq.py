@@ -11,8 +11,8 @@ from typing import ClassVar, Literal
 
 from pydantic import field_validator
 
-from experiments.errors import field_error
-from experiments.fields import RateField, TimeField
+from ccrig.errors import field_error
+from ccrig.fields import RateField, TimeField
 from .base import Bytes, Count, Qdisc, check_positive, packet_limit, tc_time, wire_bytes
 
 

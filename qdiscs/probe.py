@@ -13,9 +13,9 @@ import os
 import shlex
 from pathlib import Path
 
-from experiments.commands import Commands
-from experiments.errors import InputError, RunError
-from experiments.units import Size
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
+from ccrig.units import Size
 from . import KINDS
 
 # the other disciplines a run can need, besides the bottleneck's: the shaper and the delay/loss line

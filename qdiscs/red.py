@@ -18,8 +18,8 @@ from typing import ClassVar, Literal
 
 from pydantic import field_validator, model_validator
 
-from experiments.errors import field_error
-from experiments.fields import RateField
+from ccrig.errors import field_error
+from ccrig.fields import RateField
 from .base import Bytes, Count, Qdisc, byte_limit, wire_bytes
 
 

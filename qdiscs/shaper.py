@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from experiments.units import Size
+from ccrig.units import Size
 from .base import Qdisc, wire_bytes
 
 ROOT = "1:"

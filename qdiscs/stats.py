@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 import re
 
-from experiments.commands import Commands
-from experiments.errors import RunError
+from ccrig.commands import Commands
+from ccrig.errors import RunError
 
 # tc's JSON name -> ccrig's column, in the order of the archive's qdisc.csv
 COMMON = {"packets": "sent_packets", "bytes": "sent_bytes", "drops": "dropped", "overlimits": "overlimits",

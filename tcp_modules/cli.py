@@ -13,8 +13,8 @@ from typing import List, Optional
 import typer
 import yaml
 
-from experiments.commands import Commands
-from experiments.errors import InputError, RunError
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
 from . import laws, manager
 from .spec import cc_key, parse_cc
 

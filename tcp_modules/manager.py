@@ -37,8 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from experiments.commands import Commands
-from experiments.errors import InputError, RunError
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
 from . import bpfobj, laws
 from .spec import Cc, cc_key, law_of, parse_cc, preset_of
 

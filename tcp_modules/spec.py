@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-from experiments.errors import field_error
+from ccrig.errors import field_error
 from . import laws
 
 NAME_MAX = 15   # TCP_CA_NAME_MAX is 16 with the terminating NUL
@@ -140,7 +140,7 @@ def parse_cc(value: Any, path: str = "cc") -> Cc:
 
 def _validate(value):
     # pydantic puts the flow's path in front; the message names the sub-field itself
-    from experiments.errors import InputError
+    from ccrig.errors import InputError
     try:
         return parse_cc(value, "cc")
     except InputError as e:

@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from experiments.fields import RateField, RatioField, SizeField, TimeField
-from qdiscs import Pfifo, qdisc_union
+from ccrig.fields import RateField, RatioField, SizeField, TimeField
+from ccrig.qdiscs import Pfifo, qdisc_union
 from .topology import Egress, Topology
 
 QdiscField = qdisc_union()

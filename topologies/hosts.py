@@ -42,8 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from experiments.commands import Commands
-from experiments.errors import InputError, RunError
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
 from .links import egress_argv
 from .testbed import Testbed
 from .topology import Interface, Topology

@@ -6,8 +6,8 @@
 """
 from __future__ import annotations
 
-from qdiscs.fifo import Pfifo
-from qdiscs.shaper import CLASS, LEAF, shaped_argv
+from ccrig.qdiscs.fifo import Pfifo
+from ccrig.qdiscs.shaper import CLASS, LEAF, shaped_argv
 from .topology import Egress
 
 NETEM_LIMIT = 100000  # packets: the delay line must never be the drop point

@@ -56,8 +56,8 @@ from mininet.nodelib import LinuxBridge
 from mininet.topo import Topo
 from mininet.util import specialClass
 
-from experiments.commands import Commands, batch_text
-from experiments.errors import InputError, RunError
+from ccrig.commands import Commands, batch_text
+from ccrig.errors import InputError, RunError
 from . import switches
 from .links import NETEM_LIMIT, egress_argv
 from .switches import MininetOptions, OvsDaemons, owner, owner_alive
@@ -597,7 +597,7 @@ def mn_topo(name: str, defaults: dict, model=None):
     import copy
 
     def make(pairs: int = 2, **overrides) -> TopologyTopo:
-        from experiments import spec
+        from ccrig.experiments import spec
         from . import SPECS
         topo = {**copy.deepcopy(defaults), "name": name, "pairs": int(pairs)}
         for path, value in overrides.items():

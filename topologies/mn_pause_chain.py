@@ -13,10 +13,12 @@ import sys as _sys
 from pathlib import Path as _Path
 
 _root = _Path(_sys._getframe(0).f_code.co_filename).resolve().parents[1]
-_sys.path[:0] = [str(_root), str(_root / f".venv/lib/python{_sys.version_info[0]}.{_sys.version_info[1]}/site-packages")]
+# the venv's site-packages as a site directory, so its .pth files install the editable `ccrig` import name
+import site as _site  # noqa: E402
+_site.addsitedir(str(_root / f".venv/lib/python{_sys.version_info[0]}.{_sys.version_info[1]}/site-packages"))
 
-from topologies.mininet import mn_topo as _mn_topo  # noqa: E402
-from topologies.pause_chain import PauseChainSpec as _PauseChainSpec  # noqa: E402
+from ccrig.topologies.mininet import mn_topo as _mn_topo  # noqa: E402
+from ccrig.topologies.pause_chain import PauseChainSpec as _PauseChainSpec  # noqa: E402
 
 # Malhotra et al.: mu1 = 100, nu = 15 packets/s; B1 = 10, B2 = 20 packets
 _defaults = {"link_a": {"rate": "25pps"}, "link_b": {"rate": "100pps", "buffer": "10pkt"},

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from experiments.commands import Commands, batch_text
+from ccrig.commands import Commands, batch_text
 from .links import egress_argv
 from .testbed import Testbed
 

@@ -22,10 +22,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, field_validator, model_validator
 
-from experiments.errors import field_error
-from experiments.fields import RateField, SizeField, TimeField
-from experiments.units import Rate, UnitError, parse_rate
-from qdiscs import Pfifo
+from ccrig.errors import field_error
+from ccrig.fields import RateField, SizeField, TimeField
+from ccrig.units import Rate, UnitError, parse_rate
+from ccrig.qdiscs import Pfifo
 from .pause.controller import MAX_QUANTA
 from .topology import Egress, Topology
 
@@ -210,5 +210,5 @@ class PauseChainSpec(BaseModel):
 
 
 def _packets(n: int):
-    from experiments.units import Size
+    from ccrig.units import Size
     return Size(packets=n)

@@ -29,8 +29,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from experiments.commands import Commands
-from experiments.errors import RunError
+from ccrig.commands import Commands
+from ccrig.errors import RunError
 
 SwitchKind = Literal["auto", "lxbr", "ovs", "ovs-user"]
 KINDS = ("auto", "lxbr", "ovs", "ovs-user")

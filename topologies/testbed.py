@@ -11,7 +11,7 @@ import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from experiments.commands import Commands
+from ccrig.commands import Commands
 from .topology import Topology
 
 

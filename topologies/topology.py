@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from experiments.units import Rate, Size
-from qdiscs.base import Qdisc
+from ccrig.units import Rate, Size
+from ccrig.qdiscs.base import Qdisc
 
 
 @dataclass(frozen=True)

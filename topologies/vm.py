@@ -32,8 +32,9 @@ from typing import Callable, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from experiments.commands import Commands
-from experiments.errors import InputError, RunError
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
+from ccrig.needs import Need
 
 REPO = Path(__file__).resolve().parent.parent
 BOOT = Path("/boot")
@@ -435,7 +436,6 @@ def _vng_version() -> str | None:
 
 def preflight(options: VmOptions | None = None) -> list:
     """What the host needs to run the vm testbed (experiments.preflight.Need, one per feature)."""
-    from experiments.preflight import Need
     options = options or VmOptions()
     out = [Need("root privileges", "the vm testbed (the guest runs as root on the host's files)",
                 os.geteuid() == 0, "run as root, e.g. `sudo ccrig run SPEC`")]
@@ -499,7 +499,7 @@ def record_vm(run_dir: Path, kernel: Kernel, mode: str, options: VmOptions, argv
     """env.json and summary.json of a run made in the guest: the testbed is `vm`; env.json's `kernel` is already
     the guest's (the guest wrote it), `vm` adds the image, its config hash, the virtualisation mode and the
     command, and `host` the machine the guest ran on."""
-    from experiments import environment
+    from ccrig.experiments import environment
     env_path = run_dir / "env.json"
     env = json.loads(env_path.read_text()) if env_path.is_file() else {}
     env["testbed"] = "vm"

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from analysis import pause_markov as pm
+from ccrig.analysis import pause_markov as pm
 B1, B2, N, method = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 T = int(0.75 * B2)
 p = pm.PauseParams(lam=pm.linear_rates(50.0, 1.0, N), B1=B1, B2=B2, T1=T, T2=T, rtt=1.0).validate()
@@ -40,7 +40,7 @@ print(json.dumps({"B1": B1, "B2": B2, "N": N, "T1": T, "T2": T, "method": method
 
 def _paper() -> list[dict]:
     sys.path.insert(0, str(ROOT))
-    from analysis import pause_markov as pm
+    from ccrig.analysis import pause_markov as pm
 
     out = []
     for lam in ((25.0, 1.0), (50.0, 1.0), (50.0, 25.0, 1.0)):

@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments.commands import Commands
-from topologies.netns import NetnsTestbed
-from topologies.pause import chain_controller
-from topologies.pause_chain import PauseChainSpec
+from ccrig.commands import Commands
+from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.pause import chain_controller
+from ccrig.topologies.pause_chain import PauseChainSpec
 
 SECONDS = 6
 GOAL_MEDIAN_S = 1e-3

@@ -24,7 +24,7 @@ GOAL_S = 2.0
 
 
 def _topology():
-    from topologies.dumbbell import DumbbellSpec
+    from ccrig.topologies.dumbbell import DumbbellSpec
     spec = DumbbellSpec.model_validate({"bottleneck": {"rate": "10mbit", "buffer": "100pkt", "qdisc": {"kind": "pfifo"}}})
     return spec.build(SENDERS)
 
@@ -91,7 +91,7 @@ def _profile(log: Path) -> dict:
 
 
 def _time_testbed(make, workdir: Path, name: str) -> dict:
-    from experiments.commands import Commands
+    from ccrig.commands import Commands
     up_log, down_log = workdir / f"{name}-up.log", workdir / f"{name}-down.log"
     tb = make(Commands(up_log))
     t0 = time.monotonic()
@@ -118,9 +118,9 @@ def _plain_mininet(switch_kind: str) -> dict:
     from mininet.net import Mininet
     from mininet.node import Node
     from mininet.topo import Topo
-    from topologies.mininet import switch_class
-    from topologies.switches import OvsDaemons
-    from experiments.commands import Commands
+    from ccrig.topologies.mininet import switch_class
+    from ccrig.topologies.switches import OvsDaemons
+    from ccrig.commands import Commands
 
     tag = f"pb{os.getpid() % 100000}"
 
@@ -165,9 +165,9 @@ def _plain_mininet(switch_kind: str) -> dict:
 
 
 def run() -> dict:
-    from topologies.mininet import MininetTestbed
-    from topologies.netns import NetnsTestbed
-    from topologies.switches import MininetOptions
+    from ccrig.topologies.mininet import MininetTestbed
+    from ccrig.topologies.netns import NetnsTestbed
+    from ccrig.topologies.switches import MininetOptions
 
     topo = _topology()
     pid = os.getpid()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))
 
-from experiments.commands import Commands  # noqa: E402
-from topologies.hosts import Inventory, SshHost  # noqa: E402
+from ccrig.commands import Commands  # noqa: E402
+from ccrig.topologies.hosts import Inventory, SshHost  # noqa: E402
 from sshhosts import Host, SshHosts  # noqa: E402
 
 N = 30

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 import time
 
-from topologies import vm
+from ccrig.topologies import vm
 
 MARK = "ccrig-guest-up"
-IMPORT = ("import time; t = time.monotonic(); import experiments.runner; "
+IMPORT = ("import time; t = time.monotonic(); import ccrig.experiments.runner; "
           "print('import_runner_s', round(time.monotonic() - t, 3))")
 
 

@@ -10,14 +10,14 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-CCRIG = [sys.executable, "-c", "from experiments.cli import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
 
 
 @contextmanager
 def veth_namespace(ns: str, a: str, b: str, commands=None, up: bool = False):
     """A scratch network namespace holding one veth pair a <-> b (both up if asked), deleted afterwards;
     yields the Commands that made it."""
-    from experiments.commands import Commands
+    from ccrig.commands import Commands
     c = commands or Commands()
     c.run(["ip", "netns", "add", ns])
     try:
@@ -44,7 +44,7 @@ def need_root():
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory):
     """A Prometheus server of this test session's own, stopped at the end."""
-    from experiments.prometheus_server import PrometheusServer
+    from ccrig.experiments.prometheus_server import PrometheusServer
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus"))
     yield server
     server.stop()

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis.compare import compare, outside
-from experiments.spec import load_raw
+from ccrig.analysis.compare import compare, outside
+from ccrig.experiments.spec import load_raw
 
 ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = 0.10

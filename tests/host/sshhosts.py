@@ -36,8 +36,8 @@ from pathlib import Path
 
 import yaml
 
-from experiments.commands import Commands
-from topologies.netns import remove_namespace
+from ccrig.commands import Commands
+from ccrig.topologies.netns import remove_namespace
 
 SSHD = "/usr/sbin/sshd"  # sshd re-executes itself, so it must be started by absolute path
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"

@@ -6,8 +6,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from experiments.errors import InputError, RunError
-from experiments.provision import app, run_playbook
+from ccrig.errors import InputError, RunError
+from ccrig.experiments.provision import app, run_playbook
 
 from sshhosts import dumbbell_bed
 

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from experiments.provision import provision, run_playbook
+from ccrig.experiments.provision import provision, run_playbook
 
 from sshhosts import dumbbell_bed
 

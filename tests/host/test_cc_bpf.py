@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments.commands import Commands
-from tcp_modules import laws, manager
-from tcp_modules.manager import CcManager, available, cleanup, struct_ops_maps
-from topologies.dumbbell import DumbbellSpec
-from topologies.netns import NetnsTestbed
+from ccrig.commands import Commands
+from ccrig.tcp_modules import laws, manager
+from ccrig.tcp_modules.manager import CcManager, available, cleanup, struct_ops_maps
+from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.netns import NetnsTestbed
 
 pytestmark = pytest.mark.host
 
@@ -227,7 +227,7 @@ def test_cleanup_removes_only_its_prefix(commands):
 
 
 def test_cli_load_list_unload():
-    ccrig = [sys.executable, "-c", "from experiments.cli import main; main()", "cc"]
+    ccrig = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()", "cc"]
     prefix = PREFIX + "c"
     out = subprocess.run([*ccrig, "load", "{law: alphabeta, alpha: 2, beta: 0.6}", "--prefer", "bpf",
                           "--prefix", prefix], capture_output=True, text=True, timeout=120)

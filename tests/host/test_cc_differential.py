@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.commands import Commands
-from tcp_modules.manager import CcManager, available
+from ccrig.commands import Commands
+from ccrig.tcp_modules.manager import CcManager, available
 
 pytestmark = pytest.mark.host
 PREFIX = f"ccB-{os.getpid()}-diff"
@@ -43,7 +43,7 @@ def run(out: Path, ccs: list[str]) -> tuple[dict, list[str]]:
     out.mkdir()
     path = out / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
-    proc = subprocess.run([sys.executable, "-c", "from experiments.cli import main; main()", "run", str(path),
+    proc = subprocess.run([sys.executable, "-c", "from ccrig.experiments.cli import main; main()", "run", str(path),
                            "--out", str(out / "runs"), "--prometheus", "off", "--no-progress"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

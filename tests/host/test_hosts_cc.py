@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.commands import Commands
-from tcp_modules import bpfobj, laws, manager
-from tcp_modules.manager import generated_name, struct_ops_maps
-from topologies.netns import pids_in
+from ccrig.commands import Commands
+from ccrig.tcp_modules import bpfobj, laws, manager
+from ccrig.tcp_modules.manager import generated_name, struct_ops_maps
+from ccrig.topologies.netns import pids_in
 
 from sshhosts import dumbbell_bed
 
 ROOT = Path(__file__).resolve().parents[2]
-CCRIG = [sys.executable, "-c", "from experiments.cli import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
 LAW = {"law": "alphabeta", "alpha": 1.5, "beta": 0.6}   # no preset: a variant of its own
 SENDERS = ("s1", "s2")
 HOSTS = ("s1", "s2", "d1", "d2", "r1", "r2")
@@ -36,8 +36,8 @@ HOSTS = ("s1", "s2", "d1", "d2", "r1", "r2")
 DRIVER = """
 import sys
 from pathlib import Path
-from experiments import spec as specmod
-from experiments.runner import Options, Runner
+from ccrig.experiments import spec as specmod
+from ccrig.experiments.runner import Options, Runner
 path = Path(sys.argv[1])
 raw, exp = specmod.load(path)
 Runner(path, raw, exp, Options(out_root=Path(sys.argv[2]), prometheus="off", prefix=sys.argv[3],

@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from experiments.commands import Commands
-from experiments.errors import InputError
-from topologies.hosts import HostsTestbed
-from topologies.pause.ethtool import Ethtool, NicPause, PauseParams
+from ccrig.commands import Commands
+from ccrig.errors import InputError
+from ccrig.topologies.hosts import HostsTestbed
+from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 
 from sshhosts import Host, SshHosts, pause_chain_spec
 
@@ -152,7 +152,7 @@ def test_ethtool_runs_over_ssh_through_the_testbed(bed, tmp_path):
     """Ethtool.on(hosts testbed, node): every command goes over the host's SSH connection (in the run's log),
     reads the driver and link there, and an unsupported NIC is an error naming host, node, interface and driver,
     with nothing changed (no ethtool -A was run)."""
-    from topologies.pause_chain import PauseChainSpec
+    from ccrig.topologies.pause_chain import PauseChainSpec
     spec = PauseChainSpec.model_validate(pause_chain_spec("ethtool")["topology"])
     topo = spec.build(flows=1)
     log = tmp_path / "commands.log"

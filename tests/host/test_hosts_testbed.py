@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.commands import Commands
-from experiments.errors import InputError, RunError
-from topologies.dumbbell import DumbbellSpec
-from topologies.hosts import HostsTestbed
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
+from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.hosts import HostsTestbed
 
 import reproduce
 from conftest import CCRIG, ROOT
@@ -236,8 +236,8 @@ def test_switch_mode_only_end_hosts_are_ours(tmp_path):
 
 
 def run_spec(tmp_path, raw: dict, name: str, prometheus_root: Path, prefix: str):
-    from experiments import spec as specmod
-    from experiments.runner import Options, Runner
+    from ccrig.experiments import spec as specmod
+    from ccrig.experiments.runner import Options, Runner
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     raw, exp = specmod.load(path)

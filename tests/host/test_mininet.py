@@ -24,11 +24,11 @@ import yaml
 
 import reproduce
 from conftest import CCRIG, ROOT, Ccrig
-from experiments import spec as specmod
-from experiments.commands import Commands
-from experiments.errors import RunError
-from topologies import switches
-from topologies.mininet import RECORDS, MininetTestbed, Names, leftovers
+from ccrig.experiments import spec as specmod
+from ccrig.commands import Commands
+from ccrig.errors import RunError
+from ccrig.topologies import switches
+from ccrig.topologies.mininet import RECORDS, MininetTestbed, Names, leftovers
 
 DEFAULT = ROOT / "experiments/specs/default.yaml"
 SWITCHES = ["lxbr", "ovs-user"]

@@ -12,9 +12,9 @@ from dataclasses import asdict
 import pytest
 
 from conftest import veth_namespace
-from experiments.commands import Commands
-from topologies.pause.emulated import EmulatedPauseConfig
-from topologies.pause.rtnl import in_namespace
+from ccrig.commands import Commands
+from ccrig.topologies.pause.emulated import EmulatedPauseConfig
+from ccrig.topologies.pause.rtnl import in_namespace
 
 AGENT, NODE2, STRAY = "198.19.250.1", "198.19.250.2", "198.19.250.3"
 RATE_BPS = 8_000_000
@@ -62,7 +62,7 @@ def wait_rate(c, ns, want, timeout=10.0):
 def test_agent_obeys_node_2_only_and_leaves_the_link_at_mu1(link):
     ns, c, cfg = link
     assert tbf_rate(c, ns) == RATE_BPS // 8
-    agent = c.popen([sys.executable, "-m", "topologies.pause.emulated", "obey", json.dumps(asdict(cfg))], ns=ns,
+    agent = c.popen([sys.executable, "-m", "ccrig.topologies.pause.emulated", "obey", json.dumps(asdict(cfg))], ns=ns,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         line = agent.stdout.readline()

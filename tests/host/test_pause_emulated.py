@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from experiments.commands import Commands
-from experiments.errors import RunError
-from topologies.netns import NetnsTestbed
-from topologies.pause import chain_config, chain_controller
-from topologies.pause.emulated import EmulatedPause, prometheus_samples
-from topologies.pause_chain import PauseChainSpec
+from ccrig.commands import Commands
+from ccrig.errors import RunError
+from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.pause import chain_config, chain_controller
+from ccrig.topologies.pause.emulated import EmulatedPause, prometheus_samples
+from ccrig.topologies.pause_chain import PauseChainSpec
 
 SECONDS = 5
 

@@ -5,9 +5,9 @@ import os
 import pytest
 
 from conftest import veth_namespace
-from experiments.commands import Commands
-from experiments.errors import InputError
-from topologies.pause.ethtool import Ethtool, NicPause, PauseParams, resolve_mode
+from ccrig.commands import Commands
+from ccrig.errors import InputError
+from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams, resolve_mode
 
 
 @pytest.fixture
@@ -54,9 +54,9 @@ def test_veth_real_driver_counters(veth):
 def test_chain_plan_on_veth(tmp_path):
     """A pause_chain on namespaces: emulated as asked; auto falls back with a note; frames and ethtool are a
     clear error before any traffic (veth has no pause API)."""
-    from topologies.netns import NetnsTestbed
-    from topologies.pause import chain_plan
-    from topologies.pause_chain import PauseChainSpec
+    from ccrig.topologies.netns import NetnsTestbed
+    from ccrig.topologies.pause import chain_plan
+    from ccrig.topologies.pause_chain import PauseChainSpec
 
     raw = {"name": "pause_chain", "link_a": {"rate": "60pps"}, "link_b": {"rate": "100pps", "buffer": "10pkt"},
            "link_c": {"rate": "15pps", "buffer": "20pkt"}, "pause": {"high": 12, "low": 8}}

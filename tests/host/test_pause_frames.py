@@ -8,10 +8,10 @@ import time
 import pytest
 
 from conftest import veth_namespace
-from experiments.commands import Commands
-from topologies.pause.controller import Frame
-from topologies.pause.frames import ETH_P_ALL, FrameActuator, decode, interface_mac
-from topologies.pause.rtnl import in_namespace
+from ccrig.commands import Commands
+from ccrig.topologies.pause.controller import Frame
+from ccrig.topologies.pause.frames import ETH_P_ALL, FrameActuator, decode, interface_mac
+from ccrig.topologies.pause.rtnl import in_namespace
 
 
 @pytest.fixture
@@ -82,9 +82,9 @@ def test_controller_sends_xoff_refresh_xon_frames(tmp_path):
     the thresholds (veth does not honour them, so node 2 stays congested and the XOFF is refreshed)."""
     import threading
 
-    from topologies.netns import NetnsTestbed
-    from topologies.pause import chain_controller
-    from topologies.pause_chain import PauseChainSpec
+    from ccrig.topologies.netns import NetnsTestbed
+    from ccrig.topologies.pause import chain_controller
+    from ccrig.topologies.pause_chain import PauseChainSpec
 
     spec = PauseChainSpec.model_validate({
         "name": "pause_chain", "scale": 10, "link_a": {"rate": "60pps"},

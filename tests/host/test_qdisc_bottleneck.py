@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from experiments.commands import Commands
-from experiments.units import parse_size
-from qdiscs import from_spec, stats
-from qdiscs.shaper import shaped_argv
-from topologies.dumbbell import DumbbellSpec
-from topologies.netns import NetnsTestbed
+from ccrig.commands import Commands
+from ccrig.units import parse_size
+from ccrig.qdiscs import from_spec, stats
+from ccrig.qdiscs.shaper import shaped_argv
+from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.netns import NetnsTestbed
 
 pytestmark = pytest.mark.host
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.commands import Commands
-from qdiscs import probe
+from ccrig.commands import Commands
+from ccrig.qdiscs import probe
 
 pytestmark = pytest.mark.host
 

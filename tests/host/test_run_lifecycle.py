@@ -60,8 +60,8 @@ def test_without_root_fails_in_preflight(ccrig):
 
 
 def test_missing_kernel_feature_fails_before_setup(ccrig):
-    from qdiscs import probe
-    from experiments.commands import Commands
+    from ccrig.qdiscs import probe
+    from ccrig.commands import Commands
     if "netem" in probe.available(Commands(None), f"cct{os.getpid()}"):
         pytest.skip("this kernel has netem; the vm tier tests delay")
     spec = dumbbell([{"cc": "reno"}])
@@ -99,7 +99,7 @@ def test_sigint_mid_run_tears_down_and_keeps_finished_points(ccrig):
 
 
 def test_goodput_lands_in_prometheus_one_series_per_flow_one_sample_per_interval(ccrig_prom, prometheus):
-    from experiments.prometheus_server import query
+    from ccrig.experiments.prometheus_server import query
     p = ccrig_prom.run(dumbbell([{"cc": "reno"}, {"cc": "cubic"}, {"cc": "bbr"}], duration="6s"))
     assert p.returncode == 0, p.stderr
     run = ccrig_prom.summary()["run"]
@@ -115,7 +115,8 @@ def test_goodput_lands_in_prometheus_one_series_per_flow_one_sample_per_interval
 
 
 def test_exposition_passes_promtool():
-    from experiments.exporter import Exporter, Sample
+    from ccrig.experiments.exporter import Exporter
+    from ccrig.samples import Sample
     e = Exporter()
     try:
         e.publish([Sample("flow_goodput_bytes_per_second", {"run": "r", "flow": "0", "cc": "reno"}, 1e6, time.time()),

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from topologies import vm
+from ccrig.topologies import vm
 
 pytestmark = pytest.mark.host
 

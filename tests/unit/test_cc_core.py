@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from tcp_modules import laws, vectors
-from tcp_modules.laws import AlphaBeta, Poly, State
+from ccrig.tcp_modules import laws, vectors
+from ccrig.tcp_modules.laws import AlphaBeta, Poly, State
 
 ROOT = vectors.PATH.parent
 LAW_CODE = {"alphabeta": 1, "poly": 2}
@@ -140,7 +140,7 @@ def test_fraction_survives_a_loss():
 def test_bpf_parameter_block_layout_matches_the_header(tmp_path):
     """tcp_modules/bpfobj.py patches `struct ccrig_params` inside compiled BPF objects: its packing must be
     the header's layout (offsets, size) and its magic the header's."""
-    from tcp_modules import bpfobj
+    from ccrig.tcp_modules import bpfobj
     src = tmp_path / "layout.c"
     src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include <stdint.h>\n'
                    'typedef uint32_t u32; typedef uint64_t u64; typedef int32_t s32;\n'

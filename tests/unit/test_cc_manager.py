@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 
-from experiments.cleanup import SSH_DIR, _is_run
-from tcp_modules import bpfobj, laws
-from tcp_modules.manager import NAME_RE, CcSet, LocalSystem, RemoteSystem, System, generated_name, prefix_tag
+from ccrig.experiments.cleanup import SSH_DIR, _is_run
+from ccrig.tcp_modules import bpfobj, laws
+from ccrig.tcp_modules.manager import NAME_RE, CcSet, LocalSystem, RemoteSystem, System, generated_name, prefix_tag
 
 
 class ShellConnection:
@@ -58,7 +58,7 @@ def test_remote_system_moves_binary_files_as_text(tmp_path):
 
 
 def test_remote_system_of_an_inventory_host_uses_the_roles_module_dir():
-    from topologies.hosts import InventoryHost
+    from ccrig.topologies.hosts import InventoryHost
     h = InventoryHost(name="s1", address="192.0.2.1")
     assert str(RemoteSystem.of(h, None).kmod_dir) == "/opt/ccrig/tcp_modules/kmod"
     h.vars["tcp_modules_dir"] = "/srv/laws"

@@ -2,11 +2,11 @@
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from experiments.errors import InputError
-from experiments.spec import format_errors
-from tcp_modules import laws
-from tcp_modules.manager import NAME_RE, generated_name
-from tcp_modules.spec import AlphaBetaCc, CcField, PolyCc, cc_key, law_of, parse_cc, preset_of
+from ccrig.errors import InputError
+from ccrig.experiments.spec import format_errors
+from ccrig.tcp_modules import laws
+from ccrig.tcp_modules.manager import NAME_RE, generated_name
+from ccrig.tcp_modules.spec import AlphaBetaCc, CcField, PolyCc, cc_key, law_of, parse_cc, preset_of
 
 
 class Flow(BaseModel):

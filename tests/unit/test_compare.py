@@ -6,8 +6,8 @@ import json
 import pytest
 import yaml
 
-from analysis.compare import compare, outside
-from experiments.errors import InputError
+from ccrig.analysis.compare import compare, outside
+from ccrig.errors import InputError
 
 SPEC = {"name": "cmp", "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit"}},
         "flows": [{"cc": "reno"}, {"count": 2, "cc": "cubic"}, {"cc": "cubic", "start": "5s"}],
@@ -45,7 +45,7 @@ def test_not_a_run_directory_is_named(tmp_path):
 def test_ratios_carry_an_interval_from_the_repetitions(tmp_path):
     """Three repetitions each: the class of two cubic flows is judged by its repetitions' means, a flow alone
     and the system by their own summaries; one repetition of a class of several gives no interval."""
-    from analysis.stats import summarize
+    from ccrig.analysis.stats import summarize
 
     def with_reps(name, per_rep):   # per_rep: [[goodput of flow 0..3] per repetition]
         d = tmp_path / name
@@ -77,7 +77,7 @@ def test_ratios_carry_an_interval_from_the_repetitions(tmp_path):
 
 
 def test_an_interval_widens_with_the_spread():
-    from analysis.stats import ratio_ci
+    from ccrig.analysis.stats import ratio_ci
     r, half = ratio_ci({"mean": 110.0, "std": 10.0, "n": 3}, {"mean": 100.0, "std": 10.0, "n": 3})
     assert r == pytest.approx(1.1) and 0 < half
     r2, half2 = ratio_ci({"mean": 110.0, "std": 20.0, "n": 3}, {"mean": 100.0, "std": 10.0, "n": 3})

@@ -1,9 +1,9 @@
 """The hosts testbed's undo list: one list of commands for down() and for each host's undo.sh (ccrig clean -i)."""
 from pathlib import Path
 
-from experiments.commands import Commands
-from topologies.dumbbell import DumbbellSpec
-from topologies.hosts import HostsTestbed, _Port
+from ccrig.commands import Commands
+from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.hosts import HostsTestbed, _Port
 
 
 def test_undo_puts_back_what_up_recorded_newest_first():

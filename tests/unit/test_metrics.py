@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from analysis import metrics, stats
-from analysis.intervals import FlowSeries, counter_at, flow_interval
+from ccrig.analysis import metrics, stats
+from ccrig.analysis.intervals import FlowSeries, counter_at, flow_interval
 
 
 def test_eee_uar_by_hand():

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import spec as specmod
-from experiments.errors import InputError
-from topologies.dumbbell import DumbbellSpec
-from topologies.mininet import Names, TopologyTopo, mn_topo, node_setup_argv, queue_by_ccrig, tclink_params
-from topologies.topology import Egress
-from experiments.units import Rate, Size
+from ccrig.experiments import spec as specmod
+from ccrig.errors import InputError
+from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.mininet import Names, TopologyTopo, mn_topo, node_setup_argv, queue_by_ccrig, tclink_params
+from ccrig.topologies.topology import Egress
+from ccrig.units import Rate, Size
 
 DUMBBELL = {"bottleneck": {"rate": "10mbit", "buffer": "100pkt", "qdisc": {"kind": "pfifo"}}, "rtt": "20ms"}
 

@@ -2,8 +2,8 @@
 import pytest
 from typer.testing import CliRunner
 
-from analysis import model_cli, pause_markov as pm, throughput as tp
-from experiments.errors import InputError
+from ccrig.analysis import model_cli, pause_markov as pm, throughput as tp
+from ccrig.errors import InputError
 
 runner = CliRunner()
 

@@ -5,10 +5,10 @@ import math
 import pytest
 from scipy import stats as st
 
-from experiments import spec as specmod
-from experiments.errors import InputError
-from experiments.pause_run import baseline, gain
-from experiments.workloads import BulkFlow, FilesFlow, make_flow
+from ccrig.experiments import spec as specmod
+from ccrig.errors import InputError
+from ccrig.experiments.pause_run import baseline, gain
+from ccrig.experiments.workloads import BulkFlow, FilesFlow, make_flow
 
 
 def raw(**extra):

@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from topologies.pause.ethtool import normalise_counters, parse_stats_text
-from topologies.pause.frames import decode, pause_frame
+from ccrig.topologies.pause.ethtool import normalise_counters, parse_stats_text
+from ccrig.topologies.pause.frames import decode, pause_frame
 
 
 def test_frame_layout():
@@ -52,8 +52,8 @@ def test_driver_counters_normalised():
 
 
 def test_prometheus_samples_pass_promtool_names():
-    from experiments.exporter import HELP
-    from topologies.pause.emulated import PAUSE_HELP, PauseStats, prometheus_samples
+    from ccrig.experiments.exporter import HELP
+    from ccrig.topologies.pause.emulated import PAUSE_HELP, PauseStats, prometheus_samples
 
     stats = PauseStats(xoff=3, xon=2, paused_s=1.5, paused=True, latency_s=[2e-4, 3e-4, 1e-3])
     samples = prometheus_samples(stats, {"experiment": "e", "run": "r", "point": "0"})
@@ -70,9 +70,9 @@ def test_prometheus_samples_pass_promtool_names():
 
 def render(samples) -> str:
     """The exposition text of samples, with the pause series' types merged into the exporter's table."""
-    from experiments.exporter import HELP, families
+    from ccrig.experiments.exporter import HELP, families
     from prometheus_client import CollectorRegistry, generate_latest
-    from topologies.pause.emulated import PAUSE_HELP
+    from ccrig.topologies.pause.emulated import PAUSE_HELP
 
     class Collector:
         def collect(self):
@@ -95,7 +95,7 @@ def test_agent_zip_is_reproducible_and_runs_without_ccrig(tmp_path):
     import subprocess
     from dataclasses import asdict
 
-    from topologies.pause.emulated import EmulatedPauseConfig, agent_zip
+    from ccrig.topologies.pause.emulated import EmulatedPauseConfig, agent_zip
     a, b = agent_zip(tmp_path / "a.pyz"), agent_zip(tmp_path / "b.pyz")
     assert a.read_bytes() == b.read_bytes()
     cfg = EmulatedPauseConfig(down_dev="lab1", up_dev="ccrignope0", high=5, low=3, rate_bps=1e6, paused_bps=0,
@@ -109,7 +109,7 @@ def test_rate_signal_numbers_and_repeats(tmp_path):
     """What the controller sends node 1's agent: "SEQ BPS", a new number per rate, the rate in force repeated."""
     import socket
 
-    from topologies.pause.emulated import RESEND_EVERY, RateSignal
+    from ccrig.topologies.pause.emulated import RESEND_EVERY, RateSignal
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as agent:
         agent.bind(("127.0.0.1", 0))
         agent.settimeout(5)

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from analysis import pause_markov as pm
-from experiments.errors import InputError
+from ccrig.analysis import pause_markov as pm
+from ccrig.errors import InputError
 
 L1, L2, MU1, MU2, NU, RTT = 7.0, 3.0, 11.0, 2.0, 5.0, 0.5
 R = 1.0 / RTT

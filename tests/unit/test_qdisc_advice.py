@@ -1,7 +1,7 @@
 """The probe's advice and what it tries, without touching the kernel."""
 import os
 
-from qdiscs import KINDS, probe
+from ccrig.qdiscs import KINDS, probe
 
 
 def test_probe_tries_every_kind_and_the_link_disciplines():

@@ -1,11 +1,11 @@
 """Every discipline's tc argv for its parameter sets, and the parameters each one refuses."""
 import pytest
 
-from experiments.errors import InputError
-from experiments.spec import validate
-from experiments.units import Size
-from qdiscs import KINDS, Bfifo, Codel, Drr, Fq, FqCodel, Pfifo, Pie, Red, Sfq, from_spec
-from qdiscs.shaper import shaped_argv
+from ccrig.errors import InputError
+from ccrig.experiments.spec import validate
+from ccrig.units import Size
+from ccrig.qdiscs import KINDS, Bfifo, Codel, Drr, Fq, FqCodel, Pfifo, Pie, Red, Sfq, from_spec
+from ccrig.qdiscs.shaper import shaped_argv
 
 MTU = 1500
 WIRE = 1514
@@ -258,7 +258,7 @@ def test_spec_long_form_and_errors():
 
 
 def test_sweep_over_disciplines_and_buffers():
-    from experiments.spec import points
+    from ccrig.experiments.spec import points
     raw = _spec("pfifo", sweep={"topology.bottleneck.buffer": [f"{n}pkt" for n in range(10, 101, 10)],
                                 "topology.bottleneck.qdisc": ["pfifo", "red"]})
     pts = points(raw, validate(raw, "spec"))

@@ -1,7 +1,7 @@
 """tc statistics parsed from real captures: pfifo, bfifo and htb on the development kernel (6.18, iproute2
 6.1); red, fq, sfq, drr, fq_codel, codel and pie under htb inside the VM (Debian 6.1), each with a UDP flood
 through a 10 Mbit/s htb class. Captured with `tc -s -j qdisc show dev D` and `tc -s class show dev D`."""
-from qdiscs.stats import COLUMNS, is_counter, parse, parse_classes
+from ccrig.qdiscs.stats import COLUMNS, is_counter, parse, parse_classes
 
 # --- captures ------------------------------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ def test_empty_output_and_counter_kinds():
 
 def test_not_json_is_a_run_error():
     import pytest
-    from experiments.errors import RunError
+    from ccrig.errors import RunError
     with pytest.raises(RunError, match="not JSON"):
         parse("qdisc pfifo 10: parent 1:1 limit 20p")
 
@@ -145,7 +145,7 @@ def test_not_json_is_a_run_error():
 def test_every_discipline_reaches_the_archive_csv(tmp_path):
     """The runner's qdisc.csv (experiments/archive.py) grows a column for each discipline's own counter."""
     import csv
-    from experiments.archive import QDISC_COLUMNS, CsvTable
+    from ccrig.experiments.archive import QDISC_COLUMNS, CsvTable
     table = CsvTable(tmp_path / "qdisc.csv", QDISC_COLUMNS)
     captures = [HOST_HTB_PFIFO, HOST_HTB_BFIFO, VM_RED, VM_FQ, VM_SFQ, VM_DRR, VM_FQ_CODEL, VM_CODEL, VM_PIE]
     for t, text in enumerate(captures):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import report as rp
-from analysis import throughput as tp
-from experiments.errors import InputError
+from ccrig.analysis import report as rp
+from ccrig.analysis import throughput as tp
+from ccrig.errors import InputError
 
 
 def stat(mean, half, n=4):
@@ -102,7 +102,7 @@ def test_report_rejects_what_is_not_a_run(tmp_path):
 
 
 def test_pause_gain_overlay_uses_the_markov_model(tmp_path):
-    from analysis import pause_markov as pm
+    from ccrig.analysis import pause_markov as pm
 
     run = tmp_path / "run"
     summary = write_archive(run)

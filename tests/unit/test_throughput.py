@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from analysis import throughput as tp
-from experiments.errors import InputError
+from ccrig.analysis import throughput as tp
+from ccrig.errors import InputError
 
 GRID = list(itertools.product((1e-4, 0.003, 0.02, 0.1, 0.3, 1.0), (0.001, 0.05, 0.3), (0.2, 1.0, 3.0), (1, 2)))
 

@@ -1,9 +1,9 @@
 """Spec parsing: units, validation errors that name path, value and what is accepted, sweeps, overrides."""
 import pytest
 
-from experiments import spec as specmod
-from experiments.errors import InputError
-from experiments.units import Rate, Size, UnitError, parse_rate, parse_size, parse_time
+from ccrig.experiments import spec as specmod
+from ccrig.errors import InputError
+from ccrig.units import Rate, Size, UnitError, parse_rate, parse_size, parse_time
 
 BASE = {"name": "t", "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit", "buffer": "15pkt"}},
         "flows": [{"cc": "reno"}], "duration": "10s"}

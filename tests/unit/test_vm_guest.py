@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from experiments.errors import InputError
-from topologies import vm
+from ccrig.errors import InputError
+from ccrig.topologies import vm
 
 
 def test_releases_order_as_versions():

@@ -10,9 +10,9 @@ import time
 import pytest
 import yaml
 
-from experiments.backfill import LOG_NAME
-from experiments.prometheus_server import PrometheusServer, query
-from topologies import vm
+from ccrig.experiments.backfill import LOG_NAME
+from ccrig.experiments.prometheus_server import PrometheusServer, query
+from ccrig.topologies import vm
 
 RTT = 0.020
 # RED's thresholds are small so the queue adds at most max / rate = 9000 B / 10 Mbit/s = 7.2 ms to the RTT
@@ -41,7 +41,7 @@ def test_spec_needing_netem_and_red_runs_in_the_guest(tmp_path, capsys):
     spec.write_text(yaml.safe_dump({**SPEC, "testbed": "auto"}))
     out = tmp_path / "runs"
     prom = tmp_path / "prometheus"
-    argv = [sys.executable, "-c", "from experiments.cli import main; main()", "run", str(spec), "--out", str(out),
+    argv = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()", "run", str(spec), "--out", str(out),
             "--prometheus-dir", str(prom), "--no-progress"]
     with capsys.disabled():
         print("\n[vm] ccrig run with testbed auto", flush=True)

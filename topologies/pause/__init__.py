@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.commands import Commands
-from experiments.errors import InputError, RunError
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
 from .emulated import EmulatedPause, EmulatedPauseConfig, OnTestbed, agent_zip
 from .ethtool import Ethtool, PauseParams, resolve_mode
 

@@ -42,8 +42,9 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from experiments.commands import Commands
-from experiments.errors import InputError, RunError
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
+from ccrig.samples import Sample
 from .controller import MAX_QUANTA, PauseLink
 from .frames import FrameSender
 from .rtnl import Rtnl, in_namespace, parse_handle
@@ -371,18 +372,23 @@ class PauseStats:
 
 
 # The controller's program on a machine without ccrig: these modules (standard library only) under empty
-# package markers, since the packages' own __init__ import the spec models (pydantic)
-AGENT_MODULES = ("topologies/pause/emulated.py", "topologies/pause/controller.py", "topologies/pause/frames.py",
-                 "topologies/pause/rtnl.py", "experiments/commands.py", "experiments/errors.py")
+# package markers, since the packages' own __init__ import the spec models (pydantic). Repository path ->
+# the module's place in the zip (its import name).
+AGENT_MODULES = {"topologies/pause/emulated.py": "ccrig/topologies/pause/emulated.py",
+                 "topologies/pause/controller.py": "ccrig/topologies/pause/controller.py",
+                 "topologies/pause/frames.py": "ccrig/topologies/pause/frames.py",
+                 "topologies/pause/rtnl.py": "ccrig/topologies/pause/rtnl.py",
+                 "ccrig/commands.py": "ccrig/commands.py", "ccrig/errors.py": "ccrig/errors.py",
+                 "ccrig/samples.py": "ccrig/samples.py"}
 
 
 def agent_zip(path: Path) -> Path:
     """Writes the controller and node 1's agent as one zip Python runs (`python3 agent.pyz ...`); the same
     bytes every time (fixed dates), so runs of one ccrig version ship identical programs."""
     root = Path(__file__).resolve().parents[2]
-    files = {f"{pkg}/__init__.py": "" for pkg in ("topologies", "topologies/pause", "experiments")}
-    files.update({m: (root / m).read_text() for m in AGENT_MODULES})
-    files["__main__.py"] = "import sys\nfrom topologies.pause.emulated import main\nsys.exit(main(sys.argv[1:]))\n"
+    files = {f"{pkg}/__init__.py": "" for pkg in ("ccrig", "ccrig/topologies", "ccrig/topologies/pause")}
+    files.update({name: (root / src).read_text() for src, name in AGENT_MODULES.items()})
+    files["__main__.py"] = "import sys\nfrom ccrig.topologies.pause.emulated import main\nsys.exit(main(sys.argv[1:]))\n"
     with zipfile.ZipFile(path, "w") as z:
         for name, text in sorted(files.items()):
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
@@ -406,7 +412,7 @@ class Here:
         return self.commands.ok(argv, ns=self.cfg.up_ns)
 
     def popen(self, role: str, args: list[str]) -> subprocess.Popen:
-        return self.commands.popen([sys.executable, "-m", "topologies.pause.emulated", *args],
+        return self.commands.popen([sys.executable, "-m", "ccrig.topologies.pause.emulated", *args],
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def end(self, role: str, proc: subprocess.Popen) -> None:
@@ -596,7 +602,6 @@ STATS = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
 def prometheus_samples(stats: PauseStats, labels: dict, ts: float | None = None) -> list:
     """The controller's statistics as experiments.exporter Samples (labels: experiment, run, point, rep, node,
     dev as the runner sets them)."""
-    from experiments.exporter import Sample
     out = [Sample("pause_xoff_total", labels, stats.xoff, ts), Sample("pause_xon_total", labels, stats.xon, ts),
            Sample("pause_refresh_total", labels, stats.refreshes, ts),
            Sample("pause_expiry_total", labels, stats.expiries, ts),

@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from experiments.commands import Commands
-from experiments.errors import InputError, RunError
+from ccrig.commands import Commands
+from ccrig.errors import InputError, RunError
+from ccrig.samples import Sample
 
 # the way out an unsupported-interface error gives, by where the interface is
 NAMESPACE_WAY_OUT = "expected a NIC with the pause API, or pause.mode: emulated (or auto) on emulated links"
@@ -111,7 +112,7 @@ class Ethtool:
     @classmethod
     def on(cls, testbed, node: str) -> "Ethtool":
         """ethtool on a testbed's node, through testbed.run (netns: the node's namespace; hosts: SSH)."""
-        from topologies.hosts import HostsTestbed
+        from ccrig.topologies.hosts import HostsTestbed
         if isinstance(testbed, HostsTestbed):
             h = testbed.hosts[node]
             place, way_out = f"node {node} on host {h.name}, {h.user}@{h.address}:{h.port}", HOSTS_WAY_OUT
@@ -328,7 +329,6 @@ def nic_samples(counters: dict[str, int], settings: PauseParams | None, labels: 
     """One NIC's PAUSE state as experiments.exporter Samples (labels: the run's, plus node and dev). One frames
     series per direction, so a sum over labels counts no frame twice: the standard statistic where the driver
     reports it, else the driver's total."""
-    from experiments.exporter import Sample
     out = []
     for d in ("rx", "tx"):
         if f"{d}_pause_frames" in counters:

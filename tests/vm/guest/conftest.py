@@ -10,8 +10,8 @@ import platform
 
 import pytest
 
-from experiments.commands import Commands
-from topologies.vm import in_guest
+from ccrig.commands import Commands
+from ccrig.topologies.vm import in_guest
 
 # the kernel features the vm tier exists for (DESIGN.md: absent on this machine's kernel, modules in the guest)
 QDISC_MODULES = {"netem": "sch_netem", "fq": "sch_fq", "red": "sch_red", "sfq": "sch_sfq", "drr": "sch_drr",

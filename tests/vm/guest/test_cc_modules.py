@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tcp_modules import manager
-from tcp_modules.manager import CcManager, available, module_loaded
+from ccrig.tcp_modules import manager
+from ccrig.tcp_modules.manager import CcManager, available, module_loaded
 
 ROOT = Path(__file__).resolve().parents[3]
 TCP_MODULES = ROOT / "tcp_modules"

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments import pause_run, preflight, spec as specmod
-from experiments.commands import Commands
-from experiments.exporter import families
-from topologies.hosts import HostsTestbed
-from topologies.pause.ethtool import Ethtool, NicPause, PauseParams
+from ccrig.experiments import pause_run, preflight, spec as specmod
+from ccrig.commands import Commands
+from ccrig.experiments.exporter import families
+from ccrig.topologies.hosts import HostsTestbed
+from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.append(str(ROOT / "tests" / "host"))  # appended: the host tier's module names must not shadow ours

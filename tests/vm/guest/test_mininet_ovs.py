@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments import spec as specmod
-from experiments.commands import Commands
-from topologies import switches
-from topologies.mininet import MininetTestbed, leftovers
+from ccrig.experiments import spec as specmod
+from ccrig.commands import Commands
+from ccrig.topologies import switches
+from ccrig.topologies.mininet import MininetTestbed, leftovers
 
 ROOT = Path(__file__).resolve().parents[3]
-CCRIG = [sys.executable, "-c", "from experiments.cli import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
 
 
 def default_spec(**changes) -> dict:

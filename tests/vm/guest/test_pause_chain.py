@@ -6,9 +6,9 @@ import os
 import re
 import time
 
-from topologies.netns import NetnsTestbed
-from topologies.pause import chain_controller
-from topologies.pause_chain import PauseChainSpec
+from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.pause import chain_controller
+from ccrig.topologies.pause_chain import PauseChainSpec
 
 
 def test_chain_with_rtt_and_pause(commands, modprobe, tmp_path):

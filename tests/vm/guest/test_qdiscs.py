@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from qdiscs import KINDS, Red, stats
+from ccrig.qdiscs import KINDS, Red, stats
 
 ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("ccrig_qdisc_bottleneck",

@@ -5,11 +5,13 @@ exit status (or "&" for a background process) and the command as a shell line.
 """
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
 from .errors import RunError
 
@@ -31,6 +33,11 @@ class Commands:
         self.log_path = log_path
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
+
+    def note(self, argv: list[str], status: str = "&") -> None:
+        """Logs a command started by other means than run() or popen() (one that needs a pipe of its own, or
+        an environment): every external command is in commands.log, however it was started."""
+        self._log(argv, status)
 
     def _log(self, argv: list[str], status: str, input: str | None = None) -> None:
         if self.log_path is None:
@@ -90,11 +97,54 @@ class Commands:
             return False
 
     def popen(self, argv: list[str], ns: str | None = None, stdout=subprocess.DEVNULL,
-              stderr=subprocess.DEVNULL) -> subprocess.Popen:
+              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL) -> subprocess.Popen:
         """Starts argv in the background in its own process group, so teardown can signal all of it."""
         full = in_netns(ns, argv)
         self._log(full, "&")
         try:
-            return subprocess.Popen(full, stdout=stdout, stderr=stderr, start_new_session=True)
+            return subprocess.Popen(full, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True)
         except FileNotFoundError as e:
             raise RunError(f"command not found: {full[0]} (run `make deps`)") from e
+
+
+class Node(Protocol):
+    """Where commands run: a namespace of this machine, a Mininet host, a host over SSH. Everything that acts on
+    a node (testbeds, the law manager, ethtool, the qdisc probe, provisioning) takes one of these, and every
+    implementation goes through Commands, so each argv lands in commands.log."""
+
+    def run(self, argv: list[str], check: bool = True, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        """Runs argv and waits; check raises RunError on a non-zero exit."""
+
+    def popen(self, argv: list[str], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+              stderr=subprocess.DEVNULL) -> subprocess.Popen:
+        """Starts argv in the background (stopping the Popen's process group stops it)."""
+
+    def put(self, path: str, data: str | bytes, mode: int = 0o644) -> None:
+        """Writes a file on the node."""
+
+
+class Local:
+    """This machine, or one of its network namespaces, as a Node."""
+
+    def __init__(self, commands: Commands, ns: str | None = None):
+        self.commands, self.ns = commands, ns
+
+    def run(self, argv: list[str], check: bool = True, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        return self.commands.run(argv, ns=self.ns, check=check, timeout=timeout, input=input)
+
+    def ok(self, argv: list[str], timeout: float = 60) -> bool:
+        return self.commands.ok(argv, ns=self.ns, timeout=timeout)
+
+    def popen(self, argv: list[str], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+              stderr=subprocess.DEVNULL) -> subprocess.Popen:
+        return self.commands.popen(argv, ns=self.ns, stdin=stdin, stdout=stdout, stderr=stderr)
+
+    def put(self, path: str, data: str | bytes, mode: int = 0o644) -> None:
+        # the file system is shared by every namespace of this machine: write it directly, logged as what
+        # would do the same by hand
+        self.commands.note(["install", "-m", f"{mode:o}", "/dev/stdin", path], "put")
+        raw = data.encode() if isinstance(data, str) else data
+        Path(path).write_bytes(raw)
+        os.chmod(path, mode)

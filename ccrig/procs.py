@@ -1,0 +1,68 @@
+"""Stopping processes: ask politely (SIGTERM), wait, then insist (SIGKILL). The one way every part of ccrig ends
+what it started: workloads, samplers, guests, the PAUSE controller, leftovers of killed runs."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
+    """Ends a process started in a session of its own (Commands.popen) and everything in its process group:
+    SIGTERM to the group, then SIGKILL to what is left after grace seconds. Returns once it has exited."""
+    if proc.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            proc.wait(grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # reap it: a group already gone (or not ours) still leaves our child to wait for
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def wait_gone(pids, timeout: float) -> bool:
+    """Waits until none of pids runs any more; says whether that happened within timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not any(alive(p) for p in pids):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def stop_pids(find, grace: float = 2.0) -> int:
+    """Ends processes that are not our children: SIGTERM, wait up to grace seconds, then SIGKILL whatever is still
+    there. `find()` lists the pids to signal (asked again before SIGKILL, so processes started meanwhile are
+    caught too); a list of pids may be given instead. Returns how many were signalled at the most."""
+    if not callable(find):
+        fixed = list(find)
+        find = lambda: [p for p in fixed if alive(p)]
+    count = 0
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = list(find())
+        if not pids:
+            break
+        count = max(count, len(pids))
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if sig == signal.SIGTERM and wait_gone(pids, grace):
+            break
+    return count
