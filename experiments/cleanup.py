@@ -1,7 +1,7 @@
 """`ccrig clean`: removes what a killed run may have left, found by ccrig's name prefix.
 
 With an inventory (`ccrig clean -i INVENTORY`) it also reaches the experiment hosts over SSH and removes what
-hosts runs left there (topologies.hosts.clean_host, tcp_modules.manager.cleanup on each host's system).
+hosts runs left there (topologies.testbeds.hosts.clean_host, tcp_modules.manager.cleanup on each host's system).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from ccrig.topologies.netns import namespaces, remove_namespace
+from ccrig.topologies.testbeds.netns import namespaces, remove_namespace
 from ccrig.commands import Commands
 from .prometheus_server import PrometheusServer
 
@@ -65,10 +65,10 @@ def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
             said += cc_cleanup(commands, None, keep=lambda owner: _run_alive(owner)) or []
         else:
             said += cc_cleanup(commands, prefix.rstrip("-")) or []
-    from ccrig.topologies import vm
+    from ccrig.topologies.testbeds import vm
     said += vm.stop_stray_guests(prefix, keep=lambda name: full and _run_alive(name))
     try:
-        from ccrig.topologies.mininet import cleanup as mininet_cleanup
+        from ccrig.topologies.testbeds.mininet import cleanup as mininet_cleanup
     except ImportError:
         mininet_cleanup = None
     if mininet_cleanup is not None:
@@ -110,10 +110,10 @@ def close_ssh_connections(prefix: str, commands: Commands) -> list[str]:
 
 def clean_hosts(inventory: Path, prefix: str, commands: Commands) -> list[str]:
     """On every experiment host of the inventory (groups senders, receivers, routers): the processes, remote
-    directories, experiment addresses, routes and root qdiscs hosts runs left (topologies.hosts.clean_host),
+    directories, experiment addresses, routes and root qdiscs hosts runs left (topologies.testbeds.hosts.clean_host),
     then their congestion-control variants and modules. A host that cannot be reached is said, not fatal."""
     from ccrig.tcp_modules.manager import RemoteSystem, cleanup as cc_cleanup
-    from ccrig.topologies.hosts import Inventory, clean_host, connect_all
+    from ccrig.topologies.testbeds.hosts import Inventory, clean_host, connect_all
     inv = Inventory.load(inventory, commands, arg="--inventory")
     hosts = [h for h in inv.experiment_hosts() if not h.local]
     if not hosts:

@@ -101,7 +101,7 @@ def run_in_vm(spec: Path, set_: list[str], exp, out: Path, prometheus: str, prom
     """The vm testbed: the same `ccrig run` on netns inside a distribution kernel under virtme-ng; the run
     directory lands in OUT on the host, and its samples are backfilled into the host's Prometheus."""
     import json
-    from ccrig.topologies import vm
+    from ccrig.topologies.testbeds import vm
     from .backfill import backfill
     from ccrig.errors import RunError
     from .prometheus_server import PrometheusServer

@@ -90,7 +90,7 @@ def _hosts(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     pause_chain's PAUSE plan is made (link B's NICs checked; tbf on node 1's host for the controller). Then
     the connections close: nothing was changed on any host, and the run's testbed opens its own."""
     from ccrig.qdiscs import probe
-    from ccrig.topologies.hosts import HostsTestbed
+    from ccrig.topologies.testbeds.hosts import HostsTestbed
     from ccrig.topologies.pause import chain_plan
     from .pause_run import applies
     out, done = [], set()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import typer
 
-from ccrig.topologies.hosts import EXPERIMENT_GROUPS, Inventory, ansible_tool, connect_all
+from ccrig.topologies.testbeds.hosts import EXPERIMENT_GROUPS, Inventory, ansible_tool, connect_all
 from ccrig.commands import Commands
 from ccrig.errors import CcrigError, InputError, RunError
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from ccrig.analysis import metrics, stats
 from ccrig.analysis.intervals import FlowSeries, flow_interval, system_interval
 from ccrig.qdiscs.shaper import LEAF
-from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.testbed import Testbed
 from . import environment, spec as specmod
 from .archive import INTERVAL_COLUMNS, QDISC_COLUMNS, TRACE_COLUMNS, CsvTable, RunArchive, new_run_dir
@@ -56,12 +56,12 @@ def make_testbed(name: str, topology, commands: Commands, prefix: str, exp=None)
         return NetnsTestbed(topology, commands, prefix)
     if name == "mininet":
         try:
-            from ccrig.topologies.mininet import MininetTestbed
+            from ccrig.topologies.testbeds.mininet import MininetTestbed
         except ImportError as e:
             raise InputError(f"testbed: got 'mininet', which is not available here: {e}") from None
         return MininetTestbed(topology, commands, prefix, exp)
     if name == "hosts":
-        from ccrig.topologies.hosts import HostsTestbed
+        from ccrig.topologies.testbeds.hosts import HostsTestbed
         # the inventory maps topology nodes to hosts: --inventory or $CCRIG_INVENTORY
         return HostsTestbed(topology, commands, prefix)
     raise InputError(f"testbed: got {name!r}; expected netns, mininet, hosts, vm or auto")
@@ -164,7 +164,7 @@ class Runner:
                 ccs.setdefault(topo.pairs[i % len(topo.pairs)][0] if hosts else None, []).append(f.cc)
         systems = {None: None}
         if hosts:
-            from ccrig.topologies.hosts import NodeConnections
+            from ccrig.topologies.testbeds.hosts import NodeConnections
             self.cc_hosts = NodeConnections(list(ccs), self.commands, self.opt.prefix)
             problems = self.cc_hosts.open()
             if problems:

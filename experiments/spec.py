@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ccrig.tcp_modules.spec import CcField, cc_key
 from ccrig.topologies import topology_union
-from ccrig.topologies.switches import MininetOptions
-from ccrig.topologies.vm import VmOptions
+from ccrig.topologies.testbeds.switches import MininetOptions
+from ccrig.topologies.testbeds.vm import VmOptions
 from ccrig.errors import InputError
 from ccrig.fields import SizeField, TimeField
 

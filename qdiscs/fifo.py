@@ -1,7 +1,7 @@
 """Drop-tail: pfifo counts packets, bfifo counts bytes (tc-pfifo(8)).
 
 The buffer comes from the link (`buffer: 100pkt` or `buffer: 64kb`) unless `limit` is given here. Packet limits
-mean wire packets only because every emulated interface sends wire-sized packets (see topologies/netns.py).
+mean wire packets only because every emulated interface sends wire-sized packets (see topologies/testbeds/netns.py).
 """
 from __future__ import annotations
 

@@ -183,7 +183,7 @@ class RemoteSystem(System):
 
     @classmethod
     def of(cls, host, conn) -> "RemoteSystem":
-        """The system of an inventory host (topologies.hosts.InventoryHost) over its connection: its kernel
+        """The system of an inventory host (topologies.testbeds.hosts.InventoryHost) over its connection: its kernel
         modules are where the tcp_modules role built them."""
         return cls(conn, host.name, Path(host.tcp_modules_dir) / "kmod")
 

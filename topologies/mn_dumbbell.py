@@ -6,7 +6,7 @@
 
 `dumbbell,N`: N sender/receiver pairs; `path=value` overrides the topology section of
 experiments/specs/default.yaml (bottleneck.rate, bottleneck.buffer, bottleneck.qdisc, rtt, loss, access.rate).
-The Topo is generated from the project's Topology model (topologies/mininet.py), the same the mininet testbed
+The Topo is generated from the project's Topology model (topologies/testbeds/mininet.py), the same the mininet testbed
 runs: nodes eth0.. with 198.18.i.0/24 addresses and static routes, every link through a switch of its own.
 mn execs this file, so it finds the repository from its own path and the project's packages in its .venv.
 """
@@ -20,7 +20,7 @@ _site.addsitedir(str(_root / f".venv/lib/python{_sys.version_info[0]}.{_sys.vers
 
 import yaml as _yaml  # noqa: E402
 
-from ccrig.topologies.mininet import mn_topo as _mn_topo  # noqa: E402
+from ccrig.topologies.testbeds.mininet import mn_topo as _mn_topo  # noqa: E402
 
 _defaults = _yaml.safe_load((_root / "experiments/specs/default.yaml").read_text())["topology"]
 topos = {"dumbbell": _mn_topo("dumbbell", _defaults)}

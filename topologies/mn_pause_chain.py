@@ -6,7 +6,7 @@
 `pause_chain,N`: N sender/receiver pairs; `path=value` overrides the study's numbers below (link_a.rate,
 link_b.rate, link_b.buffer, link_c.rate, link_c.buffer, rtt, scale). The added RTT needs netem, so it is 0 here
 by default. The Topo is generated from the project's Topology model (topologies/pause_chain.py ->
-topologies/mininet.py), the same the mininet testbed runs; the XOFF/XON controller is the runner's, not the
+topologies/testbeds/mininet.py), the same the mininet testbed runs; the XOFF/XON controller is the runner's, not the
 Topo's. mn execs this file, so it finds the repository from its own path and the project's packages in its .venv.
 """
 import sys as _sys
@@ -17,7 +17,7 @@ _root = _Path(_sys._getframe(0).f_code.co_filename).resolve().parents[1]
 import site as _site  # noqa: E402
 _site.addsitedir(str(_root / f".venv/lib/python{_sys.version_info[0]}.{_sys.version_info[1]}/site-packages"))
 
-from ccrig.topologies.mininet import mn_topo as _mn_topo  # noqa: E402
+from ccrig.topologies.testbeds.mininet import mn_topo as _mn_topo  # noqa: E402
 from ccrig.topologies.pause_chain import PauseChainSpec as _PauseChainSpec  # noqa: E402
 
 # Malhotra et al.: mu1 = 100, nu = 15 packets/s; B1 = 10, B2 = 20 packets

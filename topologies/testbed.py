@@ -1,7 +1,9 @@
 """What a testbed is: something that realises a Topology and runs commands on its nodes.
 
-The runner only ever talks to this interface, so it never cares which testbed it has (netns, mininet,
-hosts, vm). Like Mininet's Node, a testbed runs argv lists "on a node"; the argv is logged by Commands.
+The runner, preflight, cleanup, PAUSE and the collectors only ever talk to this interface and ask a testbed what
+it can do (the class attributes and classmethods below); none of them tests which testbed it has. Each testbed is
+one module of topologies/testbeds/, found by its `kind` (topologies/testbeds/__init__.py). Like Mininet's Node, a
+testbed runs argv lists "on a node"; the argv is logged by Commands.
 """
 from __future__ import annotations
 
@@ -11,25 +13,75 @@ import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from ccrig.commands import Commands
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+from ccrig.commands import Commands, Node
+from ccrig.needs import Need
 from .topology import Topology
 
 
 class Testbed(ABC):
-    name = "abstract"
+    # the spec's `testbed:` value that names it
+    kind: ClassVar[str] = "abstract"
+    # the model of its spec section (`<kind>: {...}`), or None when it takes no options
+    options: ClassVar[type[BaseModel] | None] = None
+    # its links can be real NICs, with Ethernet flow control (PAUSE modes ethtool and frames)
+    real_nics: ClassVar[bool] = False
+    # it can run the emulated XOFF/XON controller on its pause chain (tc on the nodes, read over netlink)
+    emulated_pause: ClassVar[bool] = True
+    # it runs the whole spec somewhere else (the vm testbed: a guest kernel) instead of realising the topology
+    # in this process; the command line then hands the run over to run_elsewhere()
+    elsewhere: ClassVar[bool] = False
     # popen() returns the process itself, so a signal sent to its pid reaches the command (not so when it is a
     # local ssh client standing for a remote one): the workloads may start senders early and signal them to go
     signals_reach_popen = False
 
-    def __init__(self, topology: Topology, commands: Commands, prefix: str):
+    def __init__(self, topology: Topology, commands: Commands, prefix: str, options: BaseModel | None = None):
         self.topology = topology
         self.commands = commands
         # every name this testbed creates starts with prefix (e.g. "ccrig-4242"), so `ccrig clean` finds it
         self.prefix = prefix
+        # the spec's section for this testbed (an instance of `options`), or its defaults
+        self.settings = options if options is not None else (self.options() if self.options else None)
+
+    @classmethod
+    def needs(cls, experiment) -> list[Need]:
+        """What this testbed needs of this machine for the experiment, checked before anything is set up."""
+        return []
+
+    @classmethod
+    def clean(cls, commands: Commands, prefix: str, keep) -> list[str]:
+        """Removes what runs of this testbed left behind (names starting with prefix) after they were killed;
+        keep(name) spares what belongs to a run still going. Returns one sentence per thing removed."""
+        return []
 
     def preflight(self) -> list[str]:
         """What this machine lacks to realise the topology, each as a sentence saying how to get it."""
         return []
+
+    def node(self, name: str) -> Node:
+        """The node as a place to run commands (ccrig.commands.Node), for code that acts on one node."""
+        return _OnNode(self, name)
+
+    def where(self, node: str) -> str:
+        """The node as a person finds it, for messages: a namespace, a Mininet host, a host over SSH."""
+        return f"node {node}"
+
+    def owned(self, node: str) -> bool:
+        """Whether this testbed set up the node itself (a hosts run may leave a switch's queue alone)."""
+        return True
+
+    def clock_offset(self, node: str) -> float:
+        """The node's clock minus this machine's, in seconds (0 where they share one clock)."""
+        return 0.0
+
+    def put(self, node: str, path: str, data: str | bytes, mode: int = 0o644) -> None:
+        """Writes a file on node (here: the machine's own file system)."""
+        self.commands.note(["install", "-m", f"{mode:o}", "/dev/stdin", path], "put")
+        Path(path).write_bytes(data.encode() if isinstance(data, str) else data)
+        Path(path).chmod(mode)
 
     @abstractmethod
     def up(self) -> None:
@@ -40,11 +92,13 @@ class Testbed(ABC):
         """Removes everything up() made. Idempotent and best effort: it never raises."""
 
     @abstractmethod
-    def run(self, node: str, argv: list[str], check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    def run(self, node: str, argv: list[str], check: bool = True, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess:
         """Runs argv on node and waits."""
 
     @abstractmethod
-    def popen(self, node: str, argv: list[str], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+    def popen(self, node: str, argv: list[str], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+              stdin=subprocess.DEVNULL) -> subprocess.Popen:
         """Starts argv on node in the background (killing the Popen's process group stops it)."""
 
     def end(self, node: str, proc: subprocess.Popen) -> None:
@@ -77,3 +131,21 @@ class Testbed(ABC):
 
     def __exit__(self, *exc):
         self.down()
+
+
+class _OnNode:
+    """One node of a testbed as a ccrig.commands.Node."""
+
+    def __init__(self, testbed: Testbed, name: str):
+        self.testbed, self.name = testbed, name
+
+    def run(self, argv: list[str], check: bool = True, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        return self.testbed.run(self.name, argv, check=check, timeout=timeout, input=input)
+
+    def popen(self, argv: list[str], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+              stderr=subprocess.DEVNULL) -> subprocess.Popen:
+        return self.testbed.popen(self.name, argv, stdout=stdout, stderr=stderr, stdin=stdin)
+
+    def put(self, path: str, data: str | bytes, mode: int = 0o644) -> None:
+        self.testbed.put(self.name, path, data, mode)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ccrig.commands import Commands
-from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.pause import chain_controller
 from ccrig.topologies.pause_chain import PauseChainSpec
 

@@ -6,7 +6,7 @@ count per kind of command, from the commands log, in which every command's line 
 
 The plain script is the network as a Mininet user writes it: senders on one switch behind r1, receivers on one
 behind r2, a TCLink between the routers at the bottleneck rate, a default route on every host and one route
-per router. It skips Mininet.init's fixLimits as the testbed does (host-wide sysctls, topologies/mininet.py).
+per router. It skips Mininet.init's fixLimits as the testbed does (host-wide sysctls, topologies/testbeds/mininet.py).
 
 Run as root: `make bench BENCH=setup` -> results/bench/setup.json.
 """
@@ -118,8 +118,8 @@ def _plain_mininet(switch_kind: str) -> dict:
     from mininet.net import Mininet
     from mininet.node import Node
     from mininet.topo import Topo
-    from ccrig.topologies.mininet import switch_class
-    from ccrig.topologies.switches import OvsDaemons
+    from ccrig.topologies.testbeds.mininet import switch_class
+    from ccrig.topologies.testbeds.switches import OvsDaemons
     from ccrig.commands import Commands
 
     tag = f"pb{os.getpid() % 100000}"
@@ -165,9 +165,9 @@ def _plain_mininet(switch_kind: str) -> dict:
 
 
 def run() -> dict:
-    from ccrig.topologies.mininet import MininetTestbed
-    from ccrig.topologies.netns import NetnsTestbed
-    from ccrig.topologies.switches import MininetOptions
+    from ccrig.topologies.testbeds.mininet import MininetTestbed
+    from ccrig.topologies.testbeds.netns import NetnsTestbed
+    from ccrig.topologies.testbeds.switches import MininetOptions
 
     topo = _topology()
     pid = os.getpid()

@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))
 
 from ccrig.commands import Commands  # noqa: E402
-from ccrig.topologies.hosts import Inventory, SshHost  # noqa: E402
+from ccrig.topologies.testbeds.hosts import Inventory, SshHost  # noqa: E402
 from sshhosts import Host, SshHosts  # noqa: E402
 
 N = 30

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ccrig.topologies import vm
+from ccrig.topologies.testbeds import vm
 
 MARK = "ccrig-guest-up"
 IMPORT = ("import time; t = time.monotonic(); import ccrig.experiments.runner; "

@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 
 from ccrig.commands import Commands
-from ccrig.topologies.netns import remove_namespace
+from ccrig.topologies.testbeds.netns import remove_namespace
 
 SSHD = "/usr/sbin/sshd"  # sshd re-executes itself, so it must be started by absolute path
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"

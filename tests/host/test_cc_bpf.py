@@ -21,7 +21,7 @@ from ccrig.commands import Commands
 from ccrig.tcp_modules import laws, manager
 from ccrig.tcp_modules.manager import CcManager, available, cleanup, struct_ops_maps
 from ccrig.topologies.dumbbell import DumbbellSpec
-from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.testbeds.netns import NetnsTestbed
 
 pytestmark = pytest.mark.host
 

@@ -22,7 +22,7 @@ import yaml
 from ccrig.commands import Commands
 from ccrig.tcp_modules import bpfobj, laws, manager
 from ccrig.tcp_modules.manager import generated_name, struct_ops_maps
-from ccrig.topologies.netns import pids_in
+from ccrig.topologies.testbeds.netns import pids_in
 
 from sshhosts import dumbbell_bed
 

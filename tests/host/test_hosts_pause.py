@@ -21,7 +21,7 @@ import yaml
 from conftest import ROOT
 from ccrig.commands import Commands
 from ccrig.errors import InputError
-from ccrig.topologies.hosts import HostsTestbed
+from ccrig.topologies.testbeds.hosts import HostsTestbed
 from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 
 from sshhosts import Host, SshHosts, pause_chain_spec

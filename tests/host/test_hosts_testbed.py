@@ -17,7 +17,7 @@ import yaml
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
 from ccrig.topologies.dumbbell import DumbbellSpec
-from ccrig.topologies.hosts import HostsTestbed
+from ccrig.topologies.testbeds.hosts import HostsTestbed
 
 import reproduce
 from conftest import CCRIG, ROOT

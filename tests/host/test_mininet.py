@@ -27,8 +27,8 @@ from conftest import CCRIG, ROOT, Ccrig
 from ccrig.experiments import spec as specmod
 from ccrig.commands import Commands
 from ccrig.errors import RunError
-from ccrig.topologies import switches
-from ccrig.topologies.mininet import RECORDS, MininetTestbed, Names, leftovers
+from ccrig.topologies.testbeds import switches
+from ccrig.topologies.testbeds.mininet import RECORDS, MininetTestbed, Names, leftovers
 
 DEFAULT = ROOT / "experiments/specs/default.yaml"
 SWITCHES = ["lxbr", "ovs-user"]

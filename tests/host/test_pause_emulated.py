@@ -15,7 +15,7 @@ import pytest
 
 from ccrig.commands import Commands
 from ccrig.errors import RunError
-from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.pause import chain_config, chain_controller
 from ccrig.topologies.pause.emulated import EmulatedPause, prometheus_samples
 from ccrig.topologies.pause_chain import PauseChainSpec

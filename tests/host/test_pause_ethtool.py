@@ -54,7 +54,7 @@ def test_veth_real_driver_counters(veth):
 def test_chain_plan_on_veth(tmp_path):
     """A pause_chain on namespaces: emulated as asked; auto falls back with a note; frames and ethtool are a
     clear error before any traffic (veth has no pause API)."""
-    from ccrig.topologies.netns import NetnsTestbed
+    from ccrig.topologies.testbeds.netns import NetnsTestbed
     from ccrig.topologies.pause import chain_plan
     from ccrig.topologies.pause_chain import PauseChainSpec
 

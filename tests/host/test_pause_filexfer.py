@@ -10,7 +10,7 @@ import pytest
 from ccrig.commands import Commands
 from ccrig.experiments.filexfer import read_csv
 from ccrig.units import parse_rate
-from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.topology import Egress, Topology
 
 RATE = 8e6

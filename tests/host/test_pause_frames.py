@@ -82,7 +82,7 @@ def test_controller_sends_xoff_refresh_xon_frames(tmp_path):
     the thresholds (veth does not honour them, so node 2 stays congested and the XOFF is refreshed)."""
     import threading
 
-    from ccrig.topologies.netns import NetnsTestbed
+    from ccrig.topologies.testbeds.netns import NetnsTestbed
     from ccrig.topologies.pause import chain_controller
     from ccrig.topologies.pause_chain import PauseChainSpec
 

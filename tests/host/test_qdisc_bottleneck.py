@@ -18,7 +18,7 @@ from ccrig.units import parse_size
 from ccrig.qdiscs import from_spec, stats
 from ccrig.qdiscs.shaper import shaped_argv
 from ccrig.topologies.dumbbell import DumbbellSpec
-from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.testbeds.netns import NetnsTestbed
 
 pytestmark = pytest.mark.host
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ccrig.topologies import vm
+from ccrig.topologies.testbeds import vm
 
 pytestmark = pytest.mark.host
 

@@ -58,7 +58,7 @@ def test_remote_system_moves_binary_files_as_text(tmp_path):
 
 
 def test_remote_system_of_an_inventory_host_uses_the_roles_module_dir():
-    from ccrig.topologies.hosts import InventoryHost
+    from ccrig.topologies.testbeds.hosts import InventoryHost
     h = InventoryHost(name="s1", address="192.0.2.1")
     assert str(RemoteSystem.of(h, None).kmod_dir) == "/opt/ccrig/tcp_modules/kmod"
     h.vars["tcp_modules_dir"] = "/srv/laws"

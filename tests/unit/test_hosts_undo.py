@@ -3,7 +3,7 @@ from pathlib import Path
 
 from ccrig.commands import Commands
 from ccrig.topologies.dumbbell import DumbbellSpec
-from ccrig.topologies.hosts import HostsTestbed, _Port
+from ccrig.topologies.testbeds.hosts import HostsTestbed, _Port
 
 
 def test_undo_puts_back_what_up_recorded_newest_first():

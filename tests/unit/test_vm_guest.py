@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from ccrig.errors import InputError
-from ccrig.topologies import vm
+from ccrig.topologies.testbeds import vm
 
 
 def test_releases_order_as_versions():

@@ -12,7 +12,7 @@ import yaml
 
 from ccrig.experiments.backfill import LOG_NAME
 from ccrig.experiments.prometheus_server import PrometheusServer, query
-from ccrig.topologies import vm
+from ccrig.topologies.testbeds import vm
 
 RTT = 0.020
 # RED's thresholds are small so the queue adds at most max / rate = 9000 B / 10 Mbit/s = 7.2 ms to the RTT

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ccrig.topologies import vm
+from ccrig.topologies.testbeds import vm
 
 GUEST_TESTS = "tests/vm/guest"
 BOOT_TIMEOUT = 1500  # s: the whole guest session (boot, the guest tests under TCG, power-off)

@@ -112,7 +112,7 @@ class Ethtool:
     @classmethod
     def on(cls, testbed, node: str) -> "Ethtool":
         """ethtool on a testbed's node, through testbed.run (netns: the node's namespace; hosts: SSH)."""
-        from ccrig.topologies.hosts import HostsTestbed
+        from ccrig.topologies.testbeds.hosts import HostsTestbed
         if isinstance(testbed, HostsTestbed):
             h = testbed.hosts[node]
             place, way_out = f"node {node} on host {h.name}, {h.user}@{h.address}:{h.port}", HOSTS_WAY_OUT

@@ -11,7 +11,7 @@ import platform
 import pytest
 
 from ccrig.commands import Commands
-from ccrig.topologies.vm import in_guest
+from ccrig.topologies.testbeds.vm import in_guest
 
 # the kernel features the vm tier exists for (DESIGN.md: absent on this machine's kernel, modules in the guest)
 QDISC_MODULES = {"netem": "sch_netem", "fq": "sch_fq", "red": "sch_red", "sfq": "sch_sfq", "drr": "sch_drr",

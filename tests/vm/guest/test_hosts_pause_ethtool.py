@@ -23,7 +23,7 @@ import pytest
 from ccrig.experiments import pause_run, preflight, spec as specmod
 from ccrig.commands import Commands
 from ccrig.experiments.exporter import families
-from ccrig.topologies.hosts import HostsTestbed
+from ccrig.topologies.testbeds.hosts import HostsTestbed
 from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -49,7 +49,7 @@ def bed(commands):
     found = [d.name for d in sorted(Path("/sys/class/net").iterdir()) if tool.driver(d.name) == "e1000e"]
     if len(found) < 2:
         pytest.skip("the guest has no pair of e1000e NICs: the vm tier must boot it with "
-                    "--qemu-opts=topologies.vm.E1000E_QEMU_OPTS")
+                    "--qemu-opts=topologies.testbeds.vm.E1000E_QEMU_OPTS")
     nics = found[:2]
     # the hosts log in as the bed's sudo operator, as on a lab; should the guest's view of the host's file
     # system drop sudo's setuid bit, as root instead (whose login shell reads a slow ~/.bashrc: slower, same)

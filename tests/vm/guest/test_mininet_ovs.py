@@ -22,8 +22,8 @@ import yaml
 
 from ccrig.experiments import spec as specmod
 from ccrig.commands import Commands
-from ccrig.topologies import switches
-from ccrig.topologies.mininet import MininetTestbed, leftovers
+from ccrig.topologies.testbeds import switches
+from ccrig.topologies.testbeds.mininet import MininetTestbed, leftovers
 
 ROOT = Path(__file__).resolve().parents[3]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]

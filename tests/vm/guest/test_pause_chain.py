@@ -6,7 +6,7 @@ import os
 import re
 import time
 
-from ccrig.topologies.netns import NetnsTestbed
+from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.pause import chain_controller
 from ccrig.topologies.pause_chain import PauseChainSpec
 

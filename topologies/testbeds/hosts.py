@@ -44,11 +44,11 @@ from pathlib import Path
 
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
-from .links import egress_argv
-from .testbed import Testbed
-from .topology import Interface, Topology
+from ..links import egress_argv
+from ..testbed import Testbed
+from ..topology import Interface, Topology
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 TCP_MODULES_DEFAULTS = PROJECT / "ansible" / "roles" / "tcp_modules" / "defaults" / "main.yml"
 SWITCH_SUBNET = "198.18.255"
 UNDO_SCRIPT = "undo.sh"  # in a run's directory on each host: what clean -i runs if the run died unrestored

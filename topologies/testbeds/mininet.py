@@ -59,10 +59,10 @@ from mininet.util import specialClass
 from ccrig.commands import Commands, batch_text
 from ccrig.errors import InputError, RunError
 from . import switches
-from .links import NETEM_LIMIT, egress_argv
+from ..links import NETEM_LIMIT, egress_argv
 from .switches import MininetOptions, OvsDaemons, owner, owner_alive
-from .testbed import Testbed
-from .topology import Egress, Topology
+from ..testbed import Testbed
+from ..topology import Egress, Topology
 
 RECORDS = switches.STATE / "mininet"
 MARK = "CCRIG_NODE"  # environment variable naming the node a process was started on
@@ -598,7 +598,7 @@ def mn_topo(name: str, defaults: dict, model=None):
 
     def make(pairs: int = 2, **overrides) -> TopologyTopo:
         from ccrig.experiments import spec
-        from . import SPECS
+        from .. import SPECS
         topo = {**copy.deepcopy(defaults), "name": name, "pairs": int(pairs)}
         for path, value in overrides.items():
             spec.set_path(topo, path, value, f"--topo {name}")

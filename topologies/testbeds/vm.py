@@ -22,7 +22,6 @@ import re
 import select
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -35,8 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
 from ccrig.needs import Need
+from ccrig.procs import stop_group, stop_pids
+from ..testbed import Testbed
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BOOT = Path("/boot")
 MODULES = Path("/lib/modules")
 # virtme-ng is a dependency of ccrig (pyproject.toml): its scripts sit next to the interpreter
@@ -314,17 +315,7 @@ def vng_argv(kernel: Kernel, command: str, accel: str, cwd: Path = REPO, rwdirs:
 
 def _kill_group(proc: subprocess.Popen) -> None:
     """Stops vng, virtme-run and qemu: they share the process group Commands.popen gave them."""
-    if proc.poll() is None:
-        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+    stop_group(proc, grace=5)
     if proc.stdout is not None:
         proc.stdout.close()
 
@@ -402,18 +393,7 @@ def stop_stray_guests(prefix: str = "ccrig-", keep: Callable[[str], bool] = lamb
         if keep(name):
             said.append(f"kept guest {name} (qemu pid {pid}): its run is still going")
             continue
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                break
-            for _ in range(50):
-                if not Path(f"/proc/{pid}").exists():
-                    break
-                time.sleep(0.1)
-            else:
-                continue
-            break
+        stop_pids([pid], grace=5)
         said.append(f"stopped guest {name} (qemu pid {pid})")
     return said
 
@@ -512,3 +492,31 @@ def record_vm(run_dir: Path, kernel: Kernel, mode: str, options: VmOptions, argv
         summary = json.loads(summary_path.read_text())
         summary["testbed"] = "vm"
         summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+class VmTestbed(Testbed):
+    """`testbed: vm`: the whole run goes to a guest kernel, where the netns testbed realises the topology. The
+    command line hands the spec to run_experiment(); this class declares what the vm testbed needs and cleans, and
+    is never set up in this process (elsewhere)."""
+    kind = "vm"
+    options = VmOptions
+    elsewhere = True
+
+    @classmethod
+    def needs(cls, experiment) -> list[Need]:
+        return preflight(getattr(experiment, "vm", None))
+
+    @classmethod
+    def clean(cls, commands: Commands, prefix: str, keep) -> list[str]:
+        return stop_stray_guests(prefix, keep=keep)
+
+    def up(self) -> None:
+        raise RunError("the vm testbed runs in a guest kernel (run_experiment), not in this process")
+
+    run = popen = up
+
+    def down(self) -> None:
+        pass
+
+
+TESTBED = VmTestbed

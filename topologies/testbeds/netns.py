@@ -12,21 +12,34 @@ dumbbell comes up in about a second; commands.log holds the script as a here-doc
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 from ccrig.commands import Commands, batch_text
-from .links import egress_argv
-from .testbed import Testbed
+from ccrig.procs import stop_pids
+from ..links import egress_argv
+from ..testbed import Testbed
 
 NETNS_DIR = Path("/run/netns")
 
 
 class NetnsTestbed(Testbed):
-    name = "netns"
+    kind = "netns"
     signals_reach_popen = True
+
+    @classmethod
+    def clean(cls, commands: Commands, prefix: str, keep) -> list[str]:
+        said = []
+        for ns in namespaces(prefix):
+            if keep(ns):
+                said.append(f"kept namespace {ns}: its run is still going")
+                continue
+            remove_namespace(ns, commands)
+            said.append(f"removed namespace {ns} and its processes")
+        return said
+
+    def where(self, node: str) -> str:
+        return f"namespace {self.ns(node)}"
 
     def ns(self, node: str) -> str:
         return f"{self.prefix}-{node}"
@@ -76,11 +89,14 @@ class NetnsTestbed(Testbed):
     def down(self) -> None:
         remove_namespaces([self.ns(n.name) for n in self.topology.nodes], self.commands)
 
-    def run(self, node, argv, check=True, timeout=60):
-        return self.commands.run(argv, ns=self.ns(node), check=check, timeout=timeout)
+    def run(self, node, argv, check=True, timeout=60, input=None):
+        return self.commands.run(argv, ns=self.ns(node), check=check, timeout=timeout, input=input)
 
-    def popen(self, node, argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
-        return self.commands.popen(argv, ns=self.ns(node), stdout=stdout, stderr=stderr)
+    def popen(self, node, argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL):
+        return self.commands.popen(argv, ns=self.ns(node), stdout=stdout, stderr=stderr, stdin=stdin)
+
+
+TESTBED = NetnsTestbed
 
 
 def namespaces(prefix: str = "ccrig-") -> list[str]:
@@ -119,16 +135,7 @@ def remove_namespaces(names: list[str], commands: Commands) -> None:
     names = [n for n in names if (NETNS_DIR / n).exists()]
     if not names:
         return
-    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
-        pids = [p for lst in pids_in(names).values() for p in lst]
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        _wait_gone(pids, wait)
+    stop_pids(lambda: [p for lst in pids_in(names).values() for p in lst])
     try:
         commands.batch(["ip", "-force", "-batch", "-"], [["netns", "delete", n] for n in names])
     except Exception:
@@ -138,11 +145,3 @@ def remove_namespaces(names: list[str], commands: Commands) -> None:
 
 def remove_namespace(ns: str, commands: Commands) -> None:
     remove_namespaces([ns], commands)
-
-
-def _wait_gone(pids: list[int], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not any(Path(f"/proc/{p}").exists() for p in pids):
-            return
-        time.sleep(0.02)
