@@ -11,8 +11,9 @@ import stat
 import tempfile
 from pathlib import Path
 
-from ccrig.topologies.testbeds.netns import namespaces, remove_namespace
 from ccrig.commands import Commands
+from ccrig.tcp_modules.manager import cleanup as cc_cleanup
+from ccrig.topologies import testbeds
 from .prometheus_server import PrometheusServer
 
 # the SSH control directories of the hosts testbed and of its congestion-control connections:
@@ -48,31 +49,15 @@ def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
     said += close_ssh_connections(prefix, commands)
     if inventory is not None:
         said += clean_hosts(inventory, prefix, commands)
-    for ns in namespaces(prefix):
-        # a namespace of a run that is still going belongs to it: ccrig-<pid>-node
-        if full and _run_alive(ns) and not ns.startswith(f"ccrig-{os.getpid()}-"):
-            said.append(f"kept namespace {ns}: its run is still going")
-            continue
-        remove_namespace(ns, commands)
-        said.append(f"removed namespace {ns} and its processes")
-    try:
-        from ccrig.tcp_modules.manager import cleanup as cc_cleanup
-    except ImportError:
-        cc_cleanup = None
-    if cc_cleanup is not None:
-        # variants are recorded with their run's prefix (ccrig-<pid>); a full clean spares runs still going
-        if full:
-            said += cc_cleanup(commands, None, keep=lambda owner: _run_alive(owner)) or []
-        else:
-            said += cc_cleanup(commands, prefix.rstrip("-")) or []
-    from ccrig.topologies.testbeds import vm
-    said += vm.stop_stray_guests(prefix, keep=lambda name: full and _run_alive(name))
-    try:
-        from ccrig.topologies.testbeds.mininet import cleanup as mininet_cleanup
-    except ImportError:
-        mininet_cleanup = None
-    if mininet_cleanup is not None:
-        said += mininet_cleanup(commands, prefix) or []
+    # what belongs to a run still going (ccrig-<pid>-...) is spared by a full clean
+    keep = (lambda name: full and _run_alive(name) and not name.startswith(f"ccrig-{os.getpid()}-"))
+    for kind, bed in testbeds.available().items():
+        said += bed.clean(commands, prefix, keep)
+    # variants are recorded with their run's prefix (ccrig-<pid>); a full clean spares runs still going
+    if full:
+        said += cc_cleanup(commands, None, keep=lambda owner: _run_alive(owner)) or []
+    else:
+        said += cc_cleanup(commands, prefix.rstrip("-")) or []
     server = PrometheusServer(prometheus_root, commands)
     for target in server.targets_dir.glob("*/*.json") if server.targets_dir.exists() else []:
         pid = target.stem.rsplit("-", 1)[-1]

@@ -10,7 +10,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ccrig.analysis import model_cli
+from ccrig.commands import Commands
 from ccrig.errors import CcrigError, InputError, RunError
+from ccrig.tcp_modules import cli as cc_cli
+from ccrig.topologies import testbeds
+from . import provision, spec as specmod
+from .backfill import backfill
+from .cleanup import clean_all
+from .prometheus_server import PrometheusServer
+
+# The commands import the runner, the spec and the report when they are called, not here: `ccrig --help` and a
+# usage error then answer in a fraction of a second instead of the second numpy, scipy and matplotlib take.
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="ccrig: congestion-control experiments on real Linux kernels. "
@@ -18,16 +29,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                        "`ccrig run SPEC` runs it, archives it and exports it to Prometheus.")
 # wide enough for the summary table when the output is not a terminal (a log, CI)
 console = Console(width=None if sys.stdout.isatty() else 150)
-
-
-def _mount(module: str, name: str, help: str) -> None:
-    """Sub-command groups live with their domain (tcp_modules/cli.py, analysis/model_cli.py, ...)."""
-    import importlib
-    try:
-        sub = importlib.import_module(module).app
-    except (ImportError, AttributeError):
-        return
-    app.add_typer(sub, name=name, help=help)
 
 
 @app.command()
@@ -47,8 +48,7 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
     """Run an experiment: every sweep point and repetition; print a summary and the run directory.
 
     testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""
-    from . import spec as specmod
-    from .runner import Interrupted, Options, Runner
+    from .runner import Interrupted, Options, Runner  # lazy: numpy and scipy
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
     _use_inventory(inventory)
@@ -56,8 +56,8 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
     testbed = choose_testbed(spec, raw, exp)
-    if testbed == "vm":
-        return run_in_vm(spec, set_, exp, out, prometheus, prometheus_dir)
+    if testbeds.get(testbed).elsewhere:
+        return run_elsewhere(testbeds.get(testbed), spec, set_, exp, out, prometheus, prometheus_dir)
     if testbed != exp.testbed:
         raw, exp = specmod.load(spec, [*set_, f"testbed={testbed}"])
     runner = Runner(spec, raw, exp, Options(out_root=out, prometheus=prometheus, prometheus_root=prometheus_dir,
@@ -85,10 +85,8 @@ def choose_testbed(spec: Path, raw: dict, exp) -> str:
     """`auto`: netns when the running kernel has every feature the spec needs, else vm (and say why)."""
     if exp.testbed != "auto":
         return exp.testbed
-    from . import spec as specmod
-    from ccrig.commands import Commands
-    from .preflight import needs
-    from .runner import run_prefix
+    from .preflight import needs  # lazy: numpy and scipy
+    from .runner import run_prefix  # lazy: numpy and scipy
     missing = [n for n in needs(specmod.points(raw, exp, str(spec)), Commands(None), run_prefix()) if not n.ok]
     if not missing:
         console.print("testbed auto: netns (this kernel has everything the spec needs)")
@@ -97,27 +95,16 @@ def choose_testbed(spec: Path, raw: dict, exp) -> str:
     return "vm"
 
 
-def run_in_vm(spec: Path, set_: list[str], exp, out: Path, prometheus: str, prometheus_dir: Path) -> None:
-    """The vm testbed: the same `ccrig run` on netns inside a distribution kernel under virtme-ng; the run
-    directory lands in OUT on the host, and its samples are backfilled into the host's Prometheus."""
+def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: str, prometheus_dir: Path) -> None:
+    """A testbed that runs the whole spec elsewhere (vm: the same `ccrig run` on netns inside a distribution
+    kernel under virtme-ng): the run directory lands in OUT here, and its samples are backfilled into this
+    machine's Prometheus."""
     import json
-    from ccrig.topologies.testbeds import vm
-    from .backfill import backfill
-    from ccrig.errors import RunError
-    from .prometheus_server import PrometheusServer
-    from .runner import run_prefix
-    missing = [n for n in vm.preflight(exp.vm) if not n.ok]
+    from .runner import run_prefix  # lazy: numpy and scipy
+    missing = [n for n in bed.needs(exp) if not n.ok]
     if missing:
-        raise InputError("preflight (vm testbed): " + "; ".join(n.problem() for n in missing))
-    import math
-    # pause_gain runs every point twice (with PAUSE and without)
-    n_runs = math.prod(len(v) for v in exp.sweep.values()) * exp.repetitions * (2 if exp.pause_gain else 1)
-    # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
-    timeout = 600 + 3 * n_runs * (exp.duration + 15)
-    r = vm.run_experiment(spec, set_, out, exp.vm, timeout=timeout, name=run_prefix())
-    if r.run_dir is None:
-        raise RunError(f"the run in the vm ({r.kernel.release}, {r.accel}) wrote no run directory; "
-                       f"its output is above (exit status {r.status})")
+        raise InputError(f"preflight ({bed.kind} testbed): " + "; ".join(n.problem() for n in missing))
+    r = bed.run_spec(spec, set_, exp, out, name=run_prefix())
     summary = json.loads((r.run_dir / "summary.json").read_text())
     if summary["points"]:
         print_summary(summary)
@@ -188,10 +175,8 @@ def preflight(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"
                                                        "$CCRIG_INVENTORY): its hosts are checked over SSH")):
     """Say what the spec needs and whether this machine has it (on the hosts testbed: each host, over SSH,
     changing nothing), and how to get what is missing."""
-    from . import spec as specmod
-    from ccrig.commands import Commands
-    from .preflight import needs
-    from .runner import run_prefix
+    from .preflight import needs  # lazy: numpy and scipy
+    from .runner import run_prefix  # lazy: numpy and scipy
     _use_inventory(inventory)
     raw, exp = specmod.load(spec, set_)
     result = needs(specmod.points(raw, exp, str(spec)), Commands(None), run_prefix())
@@ -216,7 +201,6 @@ def clean(prefix: str = typer.Option("ccrig-", help="remove only what carries th
     inventory's hosts too: processes and directories of hosts runs, their congestion-control variants, the
     settings each run recorded in its undo.sh there (addresses, routes, qdiscs, MTU, offloads, forwarding,
     PAUSE), and any experiment addresses, routes and root qdiscs still on the mapped interfaces."""
-    from .cleanup import clean_all
     for line in clean_all(prefix, stop_prometheus=prometheus, inventory=inventory):
         console.print(line)
 
@@ -228,7 +212,7 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory (results/ru
     """Tables and plots (Markdown + HTML + PNG/SVG) for a run directory."""
     if not (run_dir / "summary.json").is_file():
         raise InputError(f"RUN_DIR: got {str(run_dir)!r}; expected a run directory holding summary.json")
-    from ccrig.analysis.report import report as make_report
+    from ccrig.analysis.report import report as make_report  # lazy: matplotlib
     path = make_report(run_dir, out, repetition)
     console.print(f"report: {path}")
 
@@ -240,7 +224,7 @@ def compare(run_a: Path = typer.Argument(..., help="the reference run directory"
                 None, help="exit 1 if a class of alike flows or the system differs by more than this fraction")):
     """Goodput of two runs of one spec side by side, flows alike (same cc, workload, start) pooled, each ratio
     with its 95 % confidence interval where the runs' repetitions (or intervals) give one."""
-    from ccrig.analysis.compare import compare as compare_runs, outside
+    from ccrig.analysis.compare import compare as compare_runs, outside  # lazy: numpy and scipy
     if tolerance is not None and not 0 < tolerance < 1:
         raise InputError(f"--tolerance: got {tolerance!r}; expected a fraction between 0 and 1, e.g. 0.1")
     rows = compare_runs(run_a, run_b)
@@ -262,14 +246,30 @@ def compare(run_a: Path = typer.Argument(..., help="the reference run directory"
         console.print(f"every row within {tolerance:g} of RUN_A")
 
 
-_mount("ccrig.tcp_modules.cli", "cc", "Congestion-control laws: list what the kernel offers, load or unload a variant.")
-_mount("ccrig.analysis.model_cli", "model", "Analytical models: the Markov PAUSE model and the throughput equations.")
-_mount("ccrig.experiments.provision", "provision", "Provision hosts with Ansible.")
+# sub-command groups live with their domain
+app.add_typer(cc_cli.app, name="cc", help="Congestion-control laws: list what the kernel offers, load or unload a variant.")
+app.add_typer(model_cli.app, name="model", help="Analytical models: the Markov PAUSE model and the throughput equations.")
+app.add_typer(provision.app, name="provision", help="Provision hosts with Ansible.")
+
+
+def _usage_error(e: Exception) -> int | None:
+    """A command-line mistake (missing argument, unknown option or command): one line naming it and the usage
+    line, exit 2. Typer bundles its own click, so its errors are recognised by shape, not by click's class."""
+    if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):
+        return None
+    ctx = getattr(e, "ctx", None)
+    usage = ctx.get_usage().strip() if ctx is not None else "Usage: ccrig [OPTIONS] COMMAND [ARGS]..."
+    sys.stderr.write(f"ccrig: error: {e.format_message()}\n{usage}\n")
+    code = getattr(e, "exit_code", 2)
+    return 2 if code in (None, 1) else code
 
 
 def main() -> None:
+    # CCRIG_DEBUG=1 shows the traceback of an unexpected failure; otherwise every failure is one line
+    debug = os.environ.get("CCRIG_DEBUG") == "1"
+    command = typer.main.get_command(app)
     try:
-        rc = app(standalone_mode=False)
+        rc = command.main(args=sys.argv[1:], prog_name="ccrig", standalone_mode=False)
     except CcrigError as e:
         # one line, never wrapped: the message is the manual
         sys.stderr.write(f"ccrig: error: {e}\n")
@@ -279,12 +279,15 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("ccrig: interrupted\n")
         sys.exit(130)
-    except Exception as e:  # click's usage errors
-        import click
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
+    except Exception as e:
+        if type(e).__name__ == "Abort":
+            sys.stderr.write("ccrig: interrupted\n")
             sys.exit(130)
-        raise
+        code = _usage_error(e)
+        if code is not None:
+            sys.exit(code)
+        if debug:
+            raise
+        sys.stderr.write(f"ccrig: internal error: {type(e).__name__}: {e} (CCRIG_DEBUG=1 shows where)\n")
+        sys.exit(1)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -26,6 +26,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ccrig.analysis.stats import ratio_ci
+from ccrig.qdiscs import probe
+from ccrig.topologies import testbeds
 from ccrig.topologies.pause import chain_controller, chain_plan
 from ccrig.topologies.pause.emulated import PAUSE_HELP, STATS, prometheus_samples
 from ccrig.topologies.pause.ethtool import NIC_HELP, NicPause, nic_samples, wait_carrier
@@ -39,7 +41,10 @@ from ccrig.needs import Need
 exporter.HELP.update(PAUSE_HELP)
 exporter.HELP.update(NIC_HELP)
 
-NIC_TESTBEDS = ("hosts",)   # testbeds whose link B is a real NIC (ethtool / frames modes)
+
+def testbed_class(exp: specmod.Experiment):
+    """The class of the testbed a spec names (auto: netns, which is what auto chooses when it can)."""
+    return testbeds.get("netns" if exp.testbed == "auto" else exp.testbed)
 
 
 def applies(exp: specmod.Experiment) -> bool:
@@ -59,17 +64,19 @@ def needs(points: list, commands, prefix: str) -> list:
         if not applies(exp):
             continue
         mode = exp.topology.pause.mode
-        if exp.testbed == "mininet":
+        bed = testbed_class(exp)
+        if not (bed.emulated_pause or bed.real_nics):
+            able = [k for k, c in testbeds.available().items() if c.emulated_pause or c.real_nics]
             raise field_error("testbed", exp.testbed,
-                              "netns, vm or hosts for topology.pause: the XOFF/XON controller reaches node 1 and "
-                              "node 2 as named network namespaces or as SSH hosts")
-        if mode in ("ethtool", "frames") and exp.testbed not in NIC_TESTBEDS:
+                              f"{', '.join(able)} for topology.pause: the XOFF/XON controller reaches node 1 and "
+                              f"node 2 as named network namespaces or as SSH hosts")
+        if mode in ("ethtool", "frames") and not bed.real_nics:
+            nics = [k for k, c in testbeds.available().items() if c.real_nics]
             raise field_error("topology.pause.mode", mode,
                               f"emulated or auto on the {exp.testbed} testbed, whose links are veth pairs "
-                              f"(no Ethernet flow control); {mode} needs real NICs (testbed hosts)")
+                              f"(no Ethernet flow control); {mode} needs real NICs (testbed {' or '.join(nics)})")
     if any(applies(p.experiment) and p.experiment.topology.pause.mode != "ethtool"
-           and p.experiment.testbed != "hosts" for p in points) and os.geteuid() == 0:
-        from ccrig.qdiscs import probe
+           and not testbed_class(p.experiment).remote for p in points) and os.geteuid() == 0:
         have = probe.available(commands, prefix)
         out.append(Need("the tbf queue discipline", "topology.pause (the XOFF/XON controller shapes link B)",
                         "tbf" in have, probe.missing_message("tbf", platform.release())))

@@ -12,6 +12,11 @@ import shutil
 from ccrig.commands import Commands
 from ccrig.errors import InputError
 from ccrig.needs import Need
+from ccrig.qdiscs import probe
+from ccrig.tcp_modules.manager import CcManager
+from ccrig.topologies.links import egress_argv
+from ccrig.topologies.pause import chain_plan
+from .pause_run import applies, needs as pause_needs, testbed_class
 from .spec import Point
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "iperf3": "iperf3", "ethtool": "ethtool"}
@@ -33,7 +38,6 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
                 kinds.setdefault(kind, by)
     # every link's tc argv is rendered now, so a discipline whose parameters do not fit its link (a RED
     # threshold beyond the buffer) is refused before anything is set up
-    from ccrig.topologies.links import egress_argv
     for p in points:
         topo = p.experiment.topology.build(p.experiment.n_flows)
         sources = [topo.address(s) for s, _ in topo.pairs] or None
@@ -43,23 +47,22 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
                     egress_argv(x.name, x.egress, topo.mtu, max(1, len(topo.pairs)), sources)
                 except ValueError as e:
                     raise InputError(f"topology ({x.node}->{x.peer} link): {e}") from None
-    # on the hosts testbed the kernels that matter are the hosts': their laws are checked on each host before
+    bed = testbed_class(points[0].experiment)
+    out += bed.needs(points[0].experiment)
+    # on a remote testbed the kernels that matter are the hosts': their laws are checked on each host before
     # anything is loaded (tcp_modules.manager.CcSet), their tools when the testbed connects
-    local = points[0].experiment.testbed != "hosts"
+    local = not bed.remote
     if local and kinds and os.geteuid() == 0 and shutil.which("tc"):
-        from ccrig.qdiscs import probe
         have = probe.available(commands, prefix)
         for kind, by in kinds.items():
             out.append(Need(f"the {kind} queue discipline", by, kind in have,
                             probe.missing_message(kind, release)))
     if local:
-        from ccrig.tcp_modules.manager import CcManager
         ccs = [f.cc for p in points for f in p.experiment.flows]
         problems = CcManager(commands, prefix, points[0].experiment.cc_form).preflight(ccs)
         out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
-    from .pause_run import needs as pause_needs
     out += pause_needs(points, commands, prefix)
-    out += _hosts(points, commands, prefix)
+    out += _remote(points, commands, prefix)
     # one line per distinct need
     seen, unique = set(), []
     for n in out:
@@ -83,20 +86,17 @@ def qdisc_kinds(topo) -> dict[str, dict[str, str]]:
     return out
 
 
-def _hosts(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
-    """On the hosts testbed the kernels and NICs that matter are the hosts', checked now over SSH: the
+def _remote(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
+    """On a remote testbed (hosts) the kernels and NICs that matter are the hosts', checked now over SSH: the
     testbed's own preflight connects (reachable, root, interfaces, tools); each host that transmits into a
     link with a queue discipline has its kernel probed for it (in a scratch namespace there, as here); a
     pause_chain's PAUSE plan is made (link B's NICs checked; tbf on node 1's host for the controller). Then
     the connections close: nothing was changed on any host, and the run's testbed opens its own."""
-    from ccrig.qdiscs import probe
-    from ccrig.topologies.testbeds.hosts import HostsTestbed
-    from ccrig.topologies.pause import chain_plan
-    from .pause_run import applies
     out, done = [], set()
     for p in points:
         exp = p.experiment
-        if exp.testbed != "hosts":
+        bed_class = testbed_class(exp)
+        if not bed_class.remote:
             continue
         topo = exp.topology.build(exp.n_flows)
         wanted = qdisc_kinds(topo)   # node -> kind -> what needs it
@@ -105,11 +105,11 @@ def _hosts(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
         if key in done:
             continue
         done.add(key)
-        bed = HostsTestbed(topo, commands, f"{prefix}-pre")
+        bed = bed_class(topo, commands, f"{prefix}-pre")
         try:
             problems = bed.preflight()
             if problems:
-                out.append(Need("the hosts testbed", "testbed: hosts", False, "; ".join(problems)))
+                out.append(Need(f"the {exp.testbed} testbed", f"testbed: {exp.testbed}", False, "; ".join(problems)))
                 break
             if pause is not None:
                 (n1, _), (n2, _) = exp.topology.pause_nodes(topo)

@@ -23,7 +23,8 @@ from ccrig.analysis.intervals import FlowSeries, flow_interval, system_interval
 from ccrig.qdiscs.shaper import LEAF
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.testbed import Testbed
-from . import environment, spec as specmod
+from ccrig import machine
+from . import spec as specmod
 from .archive import INTERVAL_COLUMNS, QDISC_COLUMNS, TRACE_COLUMNS, CsvTable, RunArchive, new_run_dir
 from .collectors import FlowSampler, QdiscReader
 from ccrig.commands import Commands
@@ -116,7 +117,7 @@ class Runner:
         self.commands = Commands(self.archive.commands_log)
         self.archive.write_spec(self.raw)
         self.run_id = run_dir.name
-        self.env = environment.host(self.commands)
+        self.env = machine.host(self.commands)
         self.env["testbed"] = self.exp.testbed
         self.archive.write_json("env.json", self.env)
         self.summary = {"experiment": self.exp.name, "run": self.run_id, "kernel": self.env["kernel"]["release"],
@@ -205,7 +206,7 @@ class Runner:
                 # the run's first PAUSE settings (mode, auto's note, the scaling); each repetition has its own
                 self.summary.setdefault("pause", self.env.setdefault("pause", self.pause.describe()))
             if point.index == 0 and rep == 0:
-                self.env["topology"] = environment.testbed_state(self.testbed)
+                self.env["topology"] = self.testbed.describe()
                 self.archive.write_json("env.json", self.env)
             return self._measure(point, rep, topo, flows, out)
         finally:

@@ -22,17 +22,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from ccrig.tcp_modules.spec import CcField, cc_key
-from ccrig.topologies import topology_union
-from ccrig.topologies.testbeds.switches import MininetOptions
-from ccrig.topologies.testbeds.vm import VmOptions
+from ccrig import qdiscs, topologies
+from ccrig.topologies import testbeds, topology_union
 from ccrig.errors import InputError
 from ccrig.fields import SizeField, TimeField
 
 TopologyField = topology_union()
-TESTBEDS = ("netns", "mininet", "hosts", "vm", "auto")
 
 
 class Bulk(BaseModel):
@@ -76,14 +74,13 @@ class Flow(BaseModel):
         return {"kind": v} if isinstance(v, str) else v
 
 
-class Experiment(BaseModel):
+class _Experiment(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str = ""
-    testbed: Literal["netns", "mininet", "hosts", "vm", "auto"] = "netns"
+    # a testbed's kind (topologies/testbeds/), or auto: netns where this kernel has what the spec needs, else vm
+    testbed: str = "netns"
     topology: TopologyField
-    mininet: MininetOptions = MininetOptions()  # the switches when testbed is mininet
-    vm: VmOptions = VmOptions()                  # the guest kernel, memory and cpus when testbed is vm
     # how the alpha/beta and polynomial laws are loaded: kernel module where possible, else BPF (auto)
     cc_form: Literal["auto", "kmod", "bpf"] = "auto"
     flows: list[Flow] = Field(min_length=1)
@@ -94,6 +91,13 @@ class Experiment(BaseModel):
     sweep: dict[str, list[Any]] = {}
     # pause_chain: every point also runs without PAUSE (T1 = T2 = B2) and reports the goodput gain
     pause_gain: bool = False
+
+    @field_validator("testbed")
+    @classmethod
+    def _testbed(cls, v):
+        if v not in [*testbeds.kinds(), "auto"]:
+            raise ValueError(f"got {v!r}; expected one of {', '.join([*testbeds.kinds(), 'auto'])}")
+        return v
 
     @field_validator("topology", mode="before")
     @classmethod
@@ -129,6 +133,25 @@ class Experiment(BaseModel):
         return [f for f in self.flows for _ in range(f.count)]
 
 
+def _testbed_sections() -> dict:
+    """Each testbed's options as a spec section named after it (`mininet: {switch: lxbr}`, `vm: {kernel: ...}`).
+    A testbed whose module does not import here keeps its section as a plain mapping: choosing that testbed is
+    what says why it is missing."""
+    out = {}
+    found = testbeds.available()
+    for kind in testbeds.kinds():
+        cls = found.get(kind)
+        if cls is None:
+            out[kind] = (dict | None, None)
+        elif cls.options is not None:
+            out[kind] = (cls.options, Field(default_factory=cls.options))
+    return out
+
+
+# the experiment with a section for each testbed that takes options, so a new testbed adds its own
+Experiment = create_model("Experiment", __base__=_Experiment, __module__=__name__, **_testbed_sections())
+
+
 # --- loading -------------------------------------------------------------------------------------------
 
 def _path_str(loc) -> str:
@@ -142,8 +165,6 @@ def _path_str(loc) -> str:
 
 
 def _union_tags() -> set[str]:
-    from ccrig import qdiscs
-    from ccrig import topologies
     return ({m.model_fields["name"].default for m in topologies.SPECS} | set(qdiscs.KINDS)
             | {m.model_fields["kind"].default for m in (Bulk, Files)})
 

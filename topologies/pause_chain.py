@@ -24,7 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, fi
 
 from ccrig.errors import field_error
 from ccrig.fields import RateField, SizeField, TimeField
-from ccrig.units import Rate, UnitError, parse_rate
+from ccrig.units import Rate, Size, UnitError, parse_rate
 from ccrig.qdiscs import Pfifo
 from .pause.controller import MAX_QUANTA
 from .topology import Egress, Topology
@@ -210,5 +210,4 @@ class PauseChainSpec(BaseModel):
 
 
 def _packets(n: int):
-    from ccrig.units import Size
     return Size(packets=n)

@@ -31,6 +31,9 @@ class Testbed(ABC):
     real_nics: ClassVar[bool] = False
     # it can run the emulated XOFF/XON controller on its pause chain (tc on the nodes, read over netlink)
     emulated_pause: ClassVar[bool] = True
+    # its nodes are other machines (hosts): their kernels, laws, tools and clocks are theirs, checked and used
+    # over the testbed's connections instead of this machine's
+    remote: ClassVar[bool] = False
     # it runs the whole spec somewhere else (the vm testbed: a guest kernel) instead of realising the topology
     # in this process; the command line then hands the run over to run_elsewhere()
     elsewhere: ClassVar[bool] = False
@@ -60,6 +63,24 @@ class Testbed(ABC):
     def preflight(self) -> list[str]:
         """What this machine lacks to realise the topology, each as a sentence saying how to get it."""
         return []
+
+    def describe(self) -> dict:
+        """env.json's `topology`: per node, its interfaces' qdisc trees and offload settings as the kernel reports
+        them after up(). A testbed that knows more (hosts: the mapping, clock offsets) adds it."""
+        out = {"testbed": self.kind, "prefix": self.prefix, "nodes": {}}
+        for node, ifs in self.topology.interfaces().items():
+            entry = {}
+            for i in ifs:
+                qd = self.run(node, ["tc", "-j", "qdisc", "show", "dev", i.name], check=False).stdout
+                off = self.run(node, ["ethtool", "-k", i.name], check=False).stdout
+                offload = {k.strip(): v.split()[0] for k, v in (l.split(":", 1) for l in off.splitlines()[1:]
+                                                                if ":" in l)
+                           if k.strip() in ("tcp-segmentation-offload", "generic-segmentation-offload",
+                                            "generic-receive-offload")}
+                entry[i.name] = {"address": f"{i.address}/{i.prefix}", "peer": i.peer, "qdisc": qd.strip(),
+                                 "offload": offload}
+            out["nodes"][node] = entry
+        return out
 
     def node(self, name: str) -> Node:
         """The node as a place to run commands (ccrig.commands.Node), for code that acts on one node."""

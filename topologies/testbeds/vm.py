@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -33,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
+from ccrig import machine
 from ccrig.needs import Need
 from ccrig.procs import stop_group, stop_pids
 from ..testbed import Testbed
@@ -479,13 +481,12 @@ def record_vm(run_dir: Path, kernel: Kernel, mode: str, options: VmOptions, argv
     """env.json and summary.json of a run made in the guest: the testbed is `vm`; env.json's `kernel` is already
     the guest's (the guest wrote it), `vm` adds the image, its config hash, the virtualisation mode and the
     command, and `host` the machine the guest ran on."""
-    from ccrig.experiments import environment
     env_path = run_dir / "env.json"
     env = json.loads(env_path.read_text()) if env_path.is_file() else {}
     env["testbed"] = "vm"
     env["vm"] = {**guest_env(kernel, mode, options.memory, options.cpus), "inner_testbed": "netns",
                  "guest_argv": argv}
-    env["host"] = environment.host(Commands(None))
+    env["host"] = machine.host(Commands(None))
     env_path.write_text(json.dumps(env, indent=2) + "\n")
     summary_path = run_dir / "summary.json"
     if summary_path.is_file():
@@ -509,6 +510,20 @@ class VmTestbed(Testbed):
     @classmethod
     def clean(cls, commands: Commands, prefix: str, keep) -> list[str]:
         return stop_stray_guests(prefix, keep=keep)
+
+    @classmethod
+    def run_spec(cls, spec: Path, overrides: list[str], experiment, out_root: Path, name: str) -> GuestRun:
+        """Runs the spec in the guest; the GuestRun has a run directory, or this raises RunError."""
+        # pause_gain runs every point twice (with PAUSE and without)
+        n_runs = (math.prod(len(v) for v in experiment.sweep.values()) * experiment.repetitions
+                  * (2 if experiment.pause_gain else 1))
+        # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
+        timeout = 600 + 3 * n_runs * (experiment.duration + 15)
+        r = run_experiment(spec, overrides, out_root, experiment.vm, timeout=timeout, name=name)
+        if r.run_dir is None:
+            raise RunError(f"the run in the vm ({r.kernel.release}, {r.accel}) wrote no run directory; "
+                           f"its output is above (exit status {r.status})")
+        return r
 
     def up(self) -> None:
         raise RunError("the vm testbed runs in a guest kernel (run_experiment), not in this process")

@@ -1,4 +1,5 @@
-"""env.json: what a run ran on, so it can be reproduced and its numbers interpreted."""
+"""This machine as env.json records it (kernel, sysctls, tool versions, the git revision of ccrig), so a run can be
+reproduced and its numbers interpreted."""
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +19,7 @@ SYSCTLS = ["net.ipv4.tcp_available_congestion_control", "net.ipv4.tcp_congestion
            "net.ipv4.tcp_autocorking", "net.ipv4.tcp_mtu_probing", "net.core.default_qdisc"]
 TOOLS = {"iperf3": ["iperf3", "--version"], "tc": ["tc", "-V"], "ip": ["ip", "-V"],
          "ethtool": ["ethtool", "--version"], "prometheus": ["prometheus", "--version"]}
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # the repository (ccrig/ is at its top)
 
 
 def _sysctl(name: str) -> str | None:
@@ -70,23 +71,3 @@ def host(commands: Commands) -> dict:
         "git": git_revision(),
         "argv": sys.argv,
     }
-
-
-def testbed_state(testbed) -> dict:
-    """Per node: its interfaces' qdisc trees and offload settings, as the kernel reports them after up().
-    A testbed that knows better (hosts: the mapping, clock offsets, what a switch does) describes itself."""
-    if hasattr(testbed, "describe"):
-        return testbed.describe()
-    out = {"testbed": testbed.name, "prefix": testbed.prefix, "nodes": {}}
-    for node, ifs in testbed.topology.interfaces().items():
-        entry = {}
-        for i in ifs:
-            qd = testbed.run(node, ["tc", "-j", "qdisc", "show", "dev", i.name], check=False).stdout
-            off = testbed.run(node, ["ethtool", "-k", i.name], check=False).stdout
-            offload = {k.strip(): v.split()[0] for k, v in (l.split(":", 1) for l in off.splitlines()[1:] if ":" in l)
-                       if k.strip() in ("tcp-segmentation-offload", "generic-segmentation-offload",
-                                        "generic-receive-offload")}
-            entry[i.name] = {"address": f"{i.address}/{i.prefix}", "peer": i.peer, "qdisc": qd.strip(),
-                             "offload": offload}
-        out["nodes"][node] = entry
-    return out

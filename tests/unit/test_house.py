@@ -1,0 +1,159 @@
+"""The shape of the house (README.md, "The floors"), checked from the code's own imports (ast), so it stays:
+
+- the ground floor (ccrig/*.py) imports nothing of ours but itself;
+- nothing below the top floor imports ccrig.experiments;
+- the packages import each other without a cycle, and so do the modules;
+- an import of ours inside a function is there for start-up speed and says so (`# lazy` on its line or the
+  line above), never to dodge a cycle;
+- every package folder is installed (pyproject.toml lists it), under the one import name `ccrig`.
+"""
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = {"ccrig": "ccrig", "experiments": "ccrig.experiments", "topologies": "ccrig.topologies",
+           "qdiscs": "ccrig.qdiscs", "tcp_modules": "ccrig.tcp_modules", "analysis": "ccrig.analysis"}
+
+
+def modules() -> dict[str, Path]:
+    """Import name -> file, for every module of ours."""
+    out = {}
+    for folder, name in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if folder == "ccrig" and len(parts) > 1:
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join((name, *parts))] = path
+    return out
+
+
+def imports(name: str, path: Path) -> list[tuple[str, int, bool, str]]:
+    """(imported module of ours, line, inside a function, source line) for every import in the file."""
+    tree = ast.parse(path.read_text())
+    lines = path.read_text().splitlines()
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            targets = []
+            if isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")
+                    base = base[:len(base) - child.level + 1]
+                    mod = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    mod = child.module or ""
+                targets = [mod] + [f"{mod}.{a.name}" for a in child.names]
+            if targets:
+                src = lines[child.lineno - 1] + " " + (lines[child.lineno - 2] if child.lineno > 1 else "")
+                out.extend((t, child.lineno, in_function, src) for t in targets if t == "ccrig" or t.startswith("ccrig."))
+            visit(child, inner)
+    visit(tree, False)
+    return out
+
+
+def resolved() -> dict[str, list[tuple[str, int, bool, str]]]:
+    """Each module's imports of ours, each resolved to the module it names (`from pkg import name` names the
+    submodule pkg.name when there is one, else pkg)."""
+    mods = modules()
+    out = {}
+    for name, path in mods.items():
+        seen = {}
+        for target, line, fn, src in imports(name, path):
+            while target not in mods and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in mods and target != name and target != "ccrig":
+                seen[(target, line)] = (target, line, fn, src)
+        out[name] = list(seen.values())
+    return out
+
+
+def floor(module: str) -> str:
+    """The package a module belongs to: ccrig (the ground floor) or ccrig.<folder>."""
+    parts = module.split(".")
+    return "ccrig" if len(parts) == 2 and f"ccrig.{parts[1]}" not in FOLDERS.values() else ".".join(parts[:2])
+
+
+def test_the_ground_floor_imports_nothing_of_ours():
+    bad = [f"{m} imports {t} (line {line})" for m, lst in resolved().items() if floor(m) == "ccrig"
+           for t, line, _, _ in lst if floor(t) != "ccrig"]
+    assert not bad, bad
+
+
+def test_nothing_below_the_top_floor_imports_experiments():
+    bad = [f"{m} imports {t} (line {line})" for m, lst in resolved().items() if floor(m) != "ccrig.experiments"
+           for t, line, _, _ in lst if floor(t) == "ccrig.experiments"]
+    assert not bad, bad
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = dfs(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = dfs(n)
+            if found:
+                return found
+    return None
+
+
+def test_no_cycle_between_packages():
+    graph: dict[str, set[str]] = {}
+    for m, lst in resolved().items():
+        for t, _, _, _ in lst:
+            if floor(t) != floor(m):
+                graph.setdefault(floor(m), set()).add(floor(t))
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_no_cycle_between_modules():
+    # a package's __init__ that re-exports its own modules is the package, not a room of its own: its
+    # imports of its own submodules are not arrows back
+    graph: dict[str, set[str]] = {}
+    for m, lst in resolved().items():
+        for t, _, _, _ in lst:
+            if not t.startswith(m + "."):
+                graph.setdefault(m, set()).add(t)
+    found = _cycle(graph)
+    assert found is None, " -> ".join(found)
+
+
+def test_imports_inside_functions_say_why():
+    bad = [f"{m}:{line}: {src.strip()[:80]}" for m, lst in resolved().items()
+           for t, line, fn, src in lst if fn and "lazy" not in src]
+    assert not bad, "imports of ours inside functions without a `# lazy` reason:\n" + "\n".join(bad)
+
+
+def test_every_package_is_installed_under_one_name():
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(conf["packages"])
+    folders = {name for name, path in modules().items() if path.name == "__init__.py"}
+    assert folders == listed, (sorted(folders - listed), sorted(listed - folders))
+    assert all(p == "ccrig" or p.startswith("ccrig.") for p in listed)
+    assert conf["package-dir"]["ccrig"] == "ccrig"
+    assert {k: v for k, v in conf["package-dir"].items() if k != "ccrig"} == \
+        {v: k for k, v in FOLDERS.items() if k != "ccrig"}
