@@ -13,7 +13,7 @@ import os
 import shlex
 from pathlib import Path
 
-from ccrig.commands import Commands
+from ccrig.commands import Commands, Local, Node
 from ccrig.errors import InputError, RunError
 from ccrig.units import Size
 from . import KINDS
@@ -44,31 +44,29 @@ def available(commands: Commands, prefix: str) -> set[str]:
     """The disciplines (KINDS plus htb, tbf, netem) the running kernel can install."""
     release = os.uname().release
     if release not in _cache:
-        def run(argv, check=True):
-            return commands.run(argv, check=check)
-        _cache[release] = frozenset(_try_all(run, f"{prefix}-qprobe", modules_supported()))
+        _cache[release] = frozenset(_try_all(Local(commands), f"{prefix}-qprobe", modules_supported()))
     return set(_cache[release])
 
 
 def available_on(testbed, node: str, prefix: str, kinds) -> tuple[str, set[str]]:
     """The kernel release of node's machine (a host of the hosts testbed, over its connection) and which of
     kinds that kernel can install, probed there the same way."""
-    def run(argv, check=True):
-        return testbed.run(node, argv, check=check)
-    release = run(["uname", "-r"]).stdout.strip()
-    loadable = run(["test", "-e", "/proc/modules"], check=False).returncode == 0
-    return release, _try_all(run, f"{prefix}-qprobe", loadable, set(kinds))
+    on = testbed.node(node)
+    release = on.run(["uname", "-r"]).stdout.strip()
+    loadable = on.run(["test", "-e", "/proc/modules"], check=False).returncode == 0
+    return release, _try_all(on, f"{prefix}-qprobe", loadable, set(kinds))
 
 
-def _try_all(run, ns: str, loadable: bool, kinds: set[str] | None = None) -> set[str]:
-    """run(argv, check) runs a command on the machine probed; ns is the scratch namespace made there; kinds:
-    the disciplines to try (None: all)."""
+def _try_all(node: Node, ns: str, loadable: bool, kinds: set[str] | None = None) -> set[str]:
+    """Tries the disciplines on the machine of node (this one, or a host); ns is the scratch namespace made
+    there; kinds: the disciplines to try (None: all)."""
     def ok(argv):
-        return run(argv, check=False).returncode == 0
+        return node.run(argv, check=False).returncode == 0
+
     inside = ["ip", "netns", "exec", ns]
     found = set()
     ok(["ip", "netns", "del", ns])  # left by a probe of this prefix that was killed
-    run(["ip", "netns", "add", ns])
+    node.run(["ip", "netns", "add", ns])
     try:
         for kind, (module, args) in probes().items():
             if kinds is not None and kind not in kinds:
@@ -76,7 +74,7 @@ def _try_all(run, ns: str, loadable: bool, kinds: set[str] | None = None) -> set
             if loadable and module:
                 ok(["modprobe", "-q", module])
             argv = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", *args]
-            proc = run([*inside, *argv], check=False)
+            proc = node.run([*inside, *argv], check=False)
             if proc.returncode == 0:
                 found.add(kind)
                 ok([*inside, "tc", "qdisc", "del", "dev", "lo", "root"])

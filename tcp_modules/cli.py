@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -15,8 +16,13 @@ import yaml
 
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
-from . import laws, manager
-from .spec import cc_key, parse_cc
+from . import laws
+from .bpf import NAME_RE, generated_name, struct_ops_maps, unregister_id
+from .kmod import MODULE, PARAM_INSTANCE, rmmod
+from .leftovers import cleanup
+from .manager import PREFERS, CcManager
+from .spec import cc_key, law_of, parse_cc
+from .systems import STATE_DIR, LocalSystem, available, module_loaded
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Congestion-control laws: list what the kernel offers, load or unload a variant.")
@@ -39,8 +45,8 @@ def _parse_arg(text: str, what: str = "CC"):
 
 def _records() -> dict[str, dict]:
     out = {}
-    if manager.STATE_DIR.exists():
-        for f in manager.STATE_DIR.glob("*.json"):
+    if STATE_DIR.exists():
+        for f in STATE_DIR.glob("*.json"):
             try:
                 d = json.loads(f.read_text())
             except (OSError, ValueError):
@@ -53,9 +59,9 @@ def _records() -> dict[str, dict]:
 def _module_presets() -> dict[str, tuple[str, laws.Law | None]]:
     out = {}
     for name, law in laws.PRESETS.items():
-        out[name] = (manager.MODULE[law.law], law)
-    for law_name, inst in manager.PARAM_INSTANCE.items():
-        out[inst] = (manager.MODULE[law_name], None)
+        out[name] = (MODULE[law.law], law)
+    for law_name, inst in PARAM_INSTANCE.items():
+        out[inst] = (MODULE[law_name], None)
     return out
 
 
@@ -64,12 +70,12 @@ def list_(as_json: bool = typer.Option(False, "--json", help="print JSON instead
     """What the kernel offers now (with the form and parameters of ccrig's variants), then the presets."""
     recs, mods = _records(), _module_presets()
     rows = []
-    for name in manager.available():
+    for name in available():
         if name in recs:
             r = recs[name]
             rows.append({"name": name, "form": "bpf", "key": r.get("key"), "parameters": r.get("parameters"),
                          "prefix": r.get("prefix")})
-        elif manager.NAME_RE.match(name):
+        elif NAME_RE.match(name):
             rows.append({"name": name, "form": "bpf", "key": None, "parameters": None, "prefix": None})
         elif name in mods:
             module, law = mods[name]
@@ -95,7 +101,7 @@ def _fmt(p: dict) -> str:
 
 
 def _live_params(module: str) -> dict | None:
-    pdir = manager.Path("/sys/module") / module / "parameters"
+    pdir = Path("/sys/module") / module / "parameters"
     if not pdir.exists():
         return None
     return {f.name: f.read_text().strip() for f in sorted(pdir.iterdir())}
@@ -108,9 +114,9 @@ def load(cc: str = typer.Argument(..., help="a preset name or a mapping, e.g. '{
          prefix: str = typer.Option(CLI_PREFIX, help="name prefix whose tag goes into generated BPF names")):
     """Load a law's variant and print the kernel name to give iperf3 -C or a spec. It stays until unloaded."""
     value = _parse_arg(cc)
-    if prefer not in manager.PREFERS:
-        raise InputError(f"--prefer: got {prefer!r}; expected one of {', '.join(manager.PREFERS)}")
-    m = manager.CcManager(Commands(None), prefix, prefer)
+    if prefer not in PREFERS:
+        raise InputError(f"--prefer: got {prefer!r}; expected one of {', '.join(PREFERS)}")
+    m = CcManager(Commands(None), prefix, prefer)
     names = m.prepare([value])
     item = m.describe()[0]
     typer.echo(f"{names[cc_key(value)]}\t{item['form']}\t{cc_key(value)}")
@@ -124,39 +130,39 @@ def unload(names: List[str] = typer.Argument(None, help="kernel names (generated
            prefix: Optional[str] = typer.Option(None, help="prefix the variants were loaded under "
                                                           f"(default for cc values: {CLI_PREFIX})")):
     """Remove variants: BPF ones are unregistered, module presets remove their module."""
-    commands = Commands(None)
+    system = LocalSystem()
     if all_:
-        for line in manager.cleanup(commands, prefix) or ["nothing to unload"]:
+        for line in cleanup(system, prefix) or ["nothing to unload"]:
             typer.echo(line)
         return
     if not names:
         raise InputError("NAMES: got nothing; expected one or more names, or --all")
     mods = _module_presets()
-    maps = manager.struct_ops_maps(commands)
+    maps = struct_ops_maps(system)
     for text in names:
         name = text.strip()
-        if not manager.NAME_RE.match(name) and name not in mods and name not in manager.MODULE.values():
+        if not NAME_RE.match(name) and name not in mods and name not in MODULE.values():
             value = _parse_arg(text, "NAMES")
-            law = manager.law_of(value)
+            law = law_of(value)
             if law is None:
                 raise InputError(f"NAMES: got {text!r}; expected a ccrig variant (cr…_…_… names, module presets "
                                  f"{', '.join(mods)}) or a cc value loaded with `ccrig cc load`")
-            name = manager.generated_name(prefix or CLI_PREFIX, law)
-        if manager.NAME_RE.match(name):
+            name = generated_name(prefix or CLI_PREFIX, law)
+        if NAME_RE.match(name):
             ids = [i for i, n in maps if n == name]
             if not ids:
                 raise RunError(f"{text}: no registered BPF congestion control {name}")
             for i in ids:
-                if not manager._unregister_id(commands, i):
+                if not unregister_id(system, i):
                     raise RunError(f"{name}: bpftool could not unregister map id {i}")
-            for p in manager.STATE_DIR.glob(f"{name}.*"):
+            for p in STATE_DIR.glob(f"{name}.*"):
                 p.unlink(missing_ok=True)
             typer.echo(f"unregistered {name}")
         else:
             module = mods[name][0] if name in mods else name
-            if not manager.module_loaded(module):
+            if not module_loaded(module):
                 raise RunError(f"{text}: module {module} is not loaded")
-            if not manager._rmmod(commands, module):
+            if not rmmod(system, module):
                 raise RunError(f"{text}: module {module} is still in use; close its connections and retry")
-            (manager.STATE_DIR / f"kmod-{module}.json").unlink(missing_ok=True)
+            (STATE_DIR / f"kmod-{module}.json").unlink(missing_ok=True)
             typer.echo(f"removed module {module}")

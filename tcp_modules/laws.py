@@ -59,6 +59,8 @@ class AlphaBeta:
 
 @dataclass(frozen=True)
 class Poly:
+    """Polynomial rules: exponents k and l, `terms` terms, beta the fraction removed on a loss, the increase per
+    acknowledged segment with per_ack. Also what a spec's `cc: {law: poly, ...}` becomes (spec.PolyCc)."""
     k: int
     l: int
     terms: int = 1

@@ -11,20 +11,21 @@ returns kernel names under); `law_of()` the law a value stands for (None for a k
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-from ccrig.errors import field_error
+from ccrig.errors import InputError, field_error
 from . import laws
 
 NAME_MAX = 15   # TCP_CA_NAME_MAX is 16 with the terminating NUL
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 LAWS = ("alphabeta", "poly")
 _AB_FIELDS = ("law", "alpha", "beta", "friendly")
-_POLY_FIELDS = ("law", "k", "l", "terms", "alpha", "beta", "per_ack")
+_POLY_FIELDS = ("law", *(f.name for f in dataclasses.fields(laws.Poly) if f.init))
 
 ACCEPTED = (f"a kernel congestion control name (at most {NAME_MAX} characters of letters, digits, '_', '-', "
             f"'.'), a preset ({', '.join(laws.PRESETS)}), or a mapping {{law: alphabeta, alpha, beta}} / "
@@ -43,19 +44,9 @@ class AlphaBetaCc(BaseModel):
         return laws.AlphaBeta(self.alpha, self.beta)
 
 
-class PolyCc(BaseModel):
-    """Polynomial rules: k, l exponents, `terms` terms, beta the fraction removed on a loss."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    law: Literal["poly"] = "poly"
-    k: int
-    l: int
-    terms: int = 1
-    alpha: float = 1.0
-    beta: float = 0.5
-    per_ack: bool = False
-
-    def to_law(self) -> laws.Poly:
-        return laws.Poly(self.k, self.l, self.terms, self.alpha, self.beta, self.per_ack)
+# Polynomial rules: k, l exponents, `terms` terms, beta the fraction removed on a loss. A spec's value has no
+# field beyond the law's, so the law itself (a frozen dataclass pydantic validates as it is) is the value.
+PolyCc = laws.Poly
 
 
 Cc = Union[str, AlphaBetaCc, PolyCc]
@@ -140,7 +131,6 @@ def parse_cc(value: Any, path: str = "cc") -> Cc:
 
 def _validate(value):
     # pydantic puts the flow's path in front; the message names the sub-field itself
-    from ccrig.errors import InputError
     try:
         return parse_cc(value, "cc")
     except InputError as e:
@@ -170,7 +160,7 @@ def law_of(cc: Cc) -> laws.Law | None:
     cc = parse_cc(cc)
     if isinstance(cc, str):
         return laws.PRESETS.get(cc)
-    return cc.to_law()
+    return cc if isinstance(cc, PolyCc) else cc.to_law()
 
 
 def preset_of(law: laws.Law) -> str | None:

@@ -26,7 +26,7 @@ from ccrig.errors import field_error
 from ccrig.fields import RateField, SizeField, TimeField
 from ccrig.units import Rate, Size, UnitError, parse_rate
 from ccrig.qdiscs import Pfifo
-from .pause.controller import MAX_QUANTA
+from .pause.agent.controller import MAX_QUANTA
 from .topology import Egress, Topology
 
 _ZERO = re.compile(r"\s*0*\.?0*\s*(pps|bit|kbit|mbit|gbit|bps)?\s*", re.I)

@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 
 from ccrig.commands import Commands
-from ccrig.tcp_modules import laws, manager
-from ccrig.tcp_modules.manager import CcManager, available, cleanup, struct_ops_maps
+from ccrig.tcp_modules import bpf, laws, systems
+from ccrig.tcp_modules.bpf import struct_ops_maps
+from ccrig.tcp_modules.leftovers import cleanup
+from ccrig.tcp_modules.manager import CcManager
+from ccrig.tcp_modules.systems import available
 from ccrig.topologies.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 
@@ -185,7 +188,7 @@ def test_variants_register_and_unregister(commands):
         assert len(set(names.values())) == 3
         have = available()
         for name in names.values():
-            assert manager.NAME_RE.match(name) and name in have
+            assert bpf.NAME_RE.match(name) and name in have
         desc = m.describe()
         assert {d["form"] for d in desc} == {"bpf"}
         assert all(len(d["sha256"]) == 64 and Path(d["object"]).exists() for d in desc)
@@ -196,7 +199,7 @@ def test_variants_register_and_unregister(commands):
         assert m.release() == []
     have = available()
     assert not set(names.values()) & set(have)
-    assert not any(manager.STATE_DIR.glob(f"cr?_{manager.prefix_tag(PREFIX + 'x')}_*"))
+    assert not any(systems.STATE_DIR.glob(f"cr?_{bpf.prefix_tag(PREFIX + 'x')}_*"))
 
 
 def test_preflight_finds_problems_before_loading(commands):
@@ -205,9 +208,9 @@ def test_preflight_finds_problems_before_loading(commands):
     problems = m.preflight(["vegas_nope", "ab_smooth"])
     assert len(problems) == 1 and "'vegas_nope'" in problems[0] and "vm testbed" in problems[0]
     assert available() == before
-    if not manager.modules_supported():
+    if not systems.modules_supported():
         kmod = CcManager(commands, PREFIX + "p", prefer="kmod").preflight(["ab_smooth"])
-        assert len(kmod) == 1 and "cannot load modules" in kmod[0] and manager.kernel_release() in kmod[0]
+        assert len(kmod) == 1 and "cannot load modules" in kmod[0] and systems.kernel_release() in kmod[0]
 
 
 def test_cleanup_removes_only_its_prefix(commands):

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from ccrig.commands import Commands
-from ccrig.tcp_modules.manager import CcManager, available
+from ccrig.tcp_modules.manager import CcManager
+from ccrig.tcp_modules.systems import available
 
 pytestmark = pytest.mark.host
 PREFIX = f"ccB-{os.getpid()}-diff"

@@ -1,4 +1,4 @@
-"""Node 1's PAUSE agent (`python -m topologies.pause.emulated obey`), as the hosts testbed runs it on n1's host:
+"""Node 1's PAUSE agent (`python -m ccrig.topologies.pause.agent obey`), as the hosts testbed runs it on n1's host:
 a real tbf on a real interface, real datagrams, from node 2's address and from elsewhere."""
 import json
 import os
@@ -13,8 +13,8 @@ import pytest
 
 from conftest import veth_namespace
 from ccrig.commands import Commands
-from ccrig.topologies.pause.emulated import EmulatedPauseConfig
-from ccrig.topologies.pause.rtnl import in_namespace
+from ccrig.topologies.pause.agent.config import EmulatedPauseConfig
+from ccrig.topologies.pause.agent.rtnl import in_namespace
 
 AGENT, NODE2, STRAY = "198.19.250.1", "198.19.250.2", "198.19.250.3"
 RATE_BPS = 8_000_000
@@ -62,7 +62,7 @@ def wait_rate(c, ns, want, timeout=10.0):
 def test_agent_obeys_node_2_only_and_leaves_the_link_at_mu1(link):
     ns, c, cfg = link
     assert tbf_rate(c, ns) == RATE_BPS // 8
-    agent = c.popen([sys.executable, "-m", "ccrig.topologies.pause.emulated", "obey", json.dumps(asdict(cfg))], ns=ns,
+    agent = c.popen([sys.executable, "-m", "ccrig.topologies.pause.agent", "obey", json.dumps(asdict(cfg))], ns=ns,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         line = agent.stdout.readline()

@@ -9,9 +9,9 @@ import pytest
 
 from conftest import veth_namespace
 from ccrig.commands import Commands
-from ccrig.topologies.pause.controller import Frame
-from ccrig.topologies.pause.frames import ETH_P_ALL, FrameActuator, decode, interface_mac
-from ccrig.topologies.pause.rtnl import in_namespace
+from ccrig.topologies.pause.agent.controller import Frame
+from ccrig.topologies.pause.agent.frames import ETH_P_ALL, FrameActuator, decode, interface_mac
+from ccrig.topologies.pause.agent.rtnl import in_namespace
 
 
 @pytest.fixture

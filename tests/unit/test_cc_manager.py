@@ -1,5 +1,7 @@
 """The congestion-control manager's pure parts: generated names per host, the remote system's file plumbing
 (over a connection that runs its argv with a real shell here), the per-system set, and ccrig clean's names."""
+import base64
+import gzip
 import re
 import subprocess
 
@@ -7,11 +9,15 @@ import pytest
 
 from ccrig.experiments.cleanup import SSH_DIR, _is_run
 from ccrig.tcp_modules import bpfobj, laws
-from ccrig.tcp_modules.manager import NAME_RE, CcSet, LocalSystem, RemoteSystem, System, generated_name, prefix_tag
+from ccrig.tcp_modules.bpf import NAME_RE, generated_name, prefix_tag
+from ccrig.tcp_modules.manager import CcSet
+from ccrig.tcp_modules.systems import LocalSystem, RemoteSystem, System
 
 
 class ShellConnection:
-    """What RemoteSystem needs of an SshHost: run(argv, check, timeout, input), here with a real shell."""
+    """What RemoteSystem needs of an SSH host's Node: run(argv, check, timeout, input) and put(path, data, mode),
+    here with a real shell, a file travelling as text on the command's stdin (gzip + base64) as it would to a
+    host."""
 
     def __init__(self):
         self.argvs = []
@@ -19,6 +25,11 @@ class ShellConnection:
     def run(self, argv, check=True, timeout=60, input=None):
         self.argvs.append(argv)
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input, check=check)
+
+    def put(self, path, data, mode=0o644):
+        raw = data.encode() if isinstance(data, str) else data
+        self.run(["sh", "-c", 'base64 -d | gzip -dc > "$1" && chmod "$2" "$1"', "put", path, f"{mode:o}"],
+                 input=base64.b64encode(gzip.compress(raw, mtime=0)).decode() + "\n")
 
 
 LAW = laws.AlphaBeta(1.5, 0.6)

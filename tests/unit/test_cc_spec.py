@@ -5,7 +5,7 @@ from pydantic import BaseModel, ValidationError
 from ccrig.errors import InputError
 from ccrig.experiments.spec import format_errors
 from ccrig.tcp_modules import laws
-from ccrig.tcp_modules.manager import NAME_RE, generated_name
+from ccrig.tcp_modules.bpf import NAME_RE, generated_name
 from ccrig.tcp_modules.spec import AlphaBetaCc, CcField, PolyCc, cc_key, law_of, parse_cc, preset_of
 
 

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from ccrig.topologies.pause.controller import (MAX_QUANTA, Frame, PauseLink, PauseReceiver, XoffXon, quanta_seconds,
+from ccrig.topologies.pause.agent.controller import (MAX_QUANTA, Frame, PauseLink, PauseReceiver, XoffXon, quanta_seconds,
                                          seconds_to_quanta)
 
 GBIT = 1e9

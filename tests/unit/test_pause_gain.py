@@ -8,7 +8,9 @@ from scipy import stats as st
 from ccrig.experiments import spec as specmod
 from ccrig.errors import InputError
 from ccrig.experiments.pause_run import baseline, gain
-from ccrig.experiments.workloads import BulkFlow, FilesFlow, make_flow
+from ccrig.experiments.workloads import Flow
+from ccrig.experiments.workloads.bulk import Bulk
+from ccrig.experiments.workloads.files import Files
 
 
 def raw(**extra):
@@ -62,9 +64,9 @@ def test_files_workload_in_the_spec_and_its_errors():
 
 def test_files_flow_pins_the_bulk_flows_ports():
     exp = specmod.validate(raw(), "t")
-    f = make_flow(exp.flows[0].workload, 3, "reno", "reno", "s1", "d1", start=0.0, duration=10.0)
-    b = make_flow(specmod.Bulk(), 3, "reno", "reno", "s1", "d1", start=0.0, duration=10.0)
-    assert isinstance(f, FilesFlow) and type(b) is BulkFlow
+    f = Flow(exp.flows[0].workload, 3, "reno", "reno", "s1", "d1", start=0.0, duration=10.0)
+    b = Flow(Bulk(), 3, "reno", "reno", "s1", "d1", start=0.0, duration=10.0)
+    assert isinstance(f.workload, Files) and type(b.workload) is Bulk
     assert (f.sender_key, f.receiver_key) == (b.sender_key, b.receiver_key) == ("40004:5204", "5204:40004")
     argv = f.client_argv("198.18.9.2")
     assert argv[argv.index("--cport") + 1] == "40004" and argv[argv.index("--port") + 1] == "5204"

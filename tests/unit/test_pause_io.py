@@ -4,7 +4,7 @@ import re
 import pytest
 
 from ccrig.topologies.pause.ethtool import normalise_counters, parse_stats_text
-from ccrig.topologies.pause.frames import decode, pause_frame
+from ccrig.topologies.pause.agent.frames import decode, pause_frame
 
 
 def test_frame_layout():
@@ -95,7 +95,8 @@ def test_agent_zip_is_reproducible_and_runs_without_ccrig(tmp_path):
     import subprocess
     from dataclasses import asdict
 
-    from ccrig.topologies.pause.emulated import EmulatedPauseConfig, agent_zip
+    from ccrig.topologies.pause.agent.config import EmulatedPauseConfig
+    from ccrig.topologies.pause.emulated import agent_zip
     a, b = agent_zip(tmp_path / "a.pyz"), agent_zip(tmp_path / "b.pyz")
     assert a.read_bytes() == b.read_bytes()
     cfg = EmulatedPauseConfig(down_dev="lab1", up_dev="ccrignope0", high=5, low=3, rate_bps=1e6, paused_bps=0,
@@ -109,7 +110,7 @@ def test_rate_signal_numbers_and_repeats(tmp_path):
     """What the controller sends node 1's agent: "SEQ BPS", a new number per rate, the rate in force repeated."""
     import socket
 
-    from ccrig.topologies.pause.emulated import RESEND_EVERY, RateSignal
+    from ccrig.topologies.pause.agent.rate_signal import RESEND_EVERY, RateSignal
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as agent:
         agent.bind(("127.0.0.1", 0))
         agent.settimeout(5)

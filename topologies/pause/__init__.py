@@ -1,5 +1,6 @@
-"""Ethernet PAUSE (IEEE 802.3x): the XOFF/XON state machine (controller.py), its actuator on emulated links
-(emulated.py), real MAC control frames (frames.py) and NIC flow control through ethtool (ethtool.py).
+"""Ethernet PAUSE (IEEE 802.3x): the program that runs beside the links (agent/: the XOFF/XON state machine,
+the controller loop with its actuators — tbf on emulated links, real MAC control frames — and node 1's agent),
+the runner's side that starts and reads it (emulated.py), and NIC flow control through ethtool (ethtool.py).
 
 For a pause_chain topology the runner calls `chain_plan` (mode, auto's note, NIC settings; on the hosts
 testbed already in preflight, over SSH: experiments/preflight._hosts), applies the NIC settings with
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
-from .emulated import EmulatedPause, EmulatedPauseConfig, OnTestbed, agent_zip
+from .agent.config import EmulatedPauseConfig
+from .emulated import EmulatedPause, OnTestbed, agent_zip
 from .ethtool import Ethtool, PauseParams, resolve_mode
 
 

@@ -11,18 +11,17 @@ error naming interface and driver, found before anything is set up, unless the s
 `resolve_mode` falls back to the emulated controller and says so in a note for the archive.
 
 The same code serves every place a NIC can be: `Ethtool(commands, ns)` runs ethtool in a namespace of this
-machine, `Ethtool.on(testbed, node)` through the testbed's own `run` (a netns node's namespace; a hosts node's
-machine over SSH), and errors name the place (namespace, or inventory host and node) with the interface.
+machine, `Ethtool.on(testbed, node)` on the testbed's node (a netns node's namespace; a hosts node's machine over
+SSH), and errors name the place (testbed.where(node): namespace, or inventory host and node) with the interface.
 """
 from __future__ import annotations
 
 import re
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from ccrig.commands import Commands
+from ccrig.commands import Commands, Local, Node
 from ccrig.errors import InputError, RunError
 from ccrig.samples import Sample
 
@@ -89,38 +88,34 @@ def parse_stats_text(text: str) -> dict[str, int]:
 
 class Ethtool:
     """ethtool on the interfaces of one node, wherever the node is. One code path for every place: all it
-    needs is a way to run an argv there (returning the CompletedProcess, never raising on a non-zero exit)
-    and a name for the place that errors can give.
+    needs is the node (a ccrig.commands.Node, whose run returns the CompletedProcess) and a name for the place
+    that errors can give.
 
         Ethtool(commands, ns)        a network namespace of this machine (ns None: this one)
         Ethtool.on(testbed, node)    a testbed's node: netns runs it in the node's namespace, hosts over SSH
                                      on the node's machine (as root)
     """
 
-    def __init__(self, commands: Commands | None = None, ns: str | None = None, *,
-                 run: Callable[[list[str]], subprocess.CompletedProcess] | None = None,
+    def __init__(self, commands: Commands | None = None, ns: str | None = None, *, node: Node | None = None,
                  place: str | None = None, way_out: str = NAMESPACE_WAY_OUT):
-        if run is None:
+        if node is None:
             if commands is None:
-                raise ValueError("Ethtool: needs commands (with ns) or run")
-            run = lambda argv: commands.run(argv, ns=ns, check=False)  # noqa: E731
+                raise ValueError("Ethtool: needs commands (with ns) or node")
+            node = Local(commands, ns)
             place = place or (f"namespace {ns}" if ns else None)
-        self.commands, self.ns = commands, ns
-        self.run, self.place, self.way_out = run, place, way_out
+        self.node, self.place, self.way_out = node, place, way_out
         self._drivers: dict[str, str] = {}
 
     @classmethod
     def on(cls, testbed, node: str) -> "Ethtool":
-        """ethtool on a testbed's node, through testbed.run (netns: the node's namespace; hosts: SSH)."""
-        from ccrig.topologies.testbeds.hosts import HostsTestbed
-        if isinstance(testbed, HostsTestbed):
-            h = testbed.hosts[node]
-            place, way_out = f"node {node} on host {h.name}, {h.user}@{h.address}:{h.port}", HOSTS_WAY_OUT
-        elif getattr(testbed, "ns", None) is not None:
-            place, way_out = f"namespace {testbed.ns(node)}", NAMESPACE_WAY_OUT
-        else:
-            place, way_out = f"node {node}", NAMESPACE_WAY_OUT
-        return cls(run=lambda argv: testbed.run(node, argv, check=False), place=place, way_out=way_out)
+        """ethtool on a testbed's node (netns: the node's namespace; hosts: SSH), its errors naming the place as
+        the testbed does and giving the way out for where its NICs are (real ones: hosts)."""
+        return cls(node=testbed.node(node), place=testbed.where(node),
+                   way_out=HOSTS_WAY_OUT if testbed.real_nics else NAMESPACE_WAY_OUT)
+
+    def run(self, argv: list[str]) -> subprocess.CompletedProcess:
+        """argv on the node, never raising on a non-zero exit."""
+        return self.node.run(argv, check=False)
 
     def _where(self, dev: str) -> str:
         return f"{dev} ({self.place})" if self.place else dev

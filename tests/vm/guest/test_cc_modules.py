@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ccrig.tcp_modules import manager
-from ccrig.tcp_modules.manager import CcManager, available, module_loaded
+from ccrig.tcp_modules.kmod import MODULE
+from ccrig.tcp_modules.manager import CcManager
+from ccrig.tcp_modules.systems import available, module_loaded
 
 ROOT = Path(__file__).resolve().parents[3]
 TCP_MODULES = ROOT / "tcp_modules"
@@ -27,7 +28,7 @@ CCS = ["ab_smooth", "poly_pipd", {"law": "alphabeta", "alpha": 2, "beta": 0.6},
 
 
 def _built_for_this_kernel(d: Path) -> bool:
-    for m in manager.MODULE.values():
+    for m in MODULE.values():
         ko = d / f"{m}.ko"
         if not ko.exists():
             return False

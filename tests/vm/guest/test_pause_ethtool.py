@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
-from ccrig.topologies.pause.frames import ETH_P_MAC_CONTROL, FrameSender, decode
+from ccrig.topologies.pause.agent.frames import ETH_P_MAC_CONTROL, FrameSender, decode
 
 
 def e1000e_nics() -> list[str]:

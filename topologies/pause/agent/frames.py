@@ -9,6 +9,7 @@ the FCS). FrameActuator sends the controller's decisions (controller.Frame) as s
 """
 from __future__ import annotations
 
+import fcntl
 import socket
 import struct
 from dataclasses import dataclass
@@ -65,7 +66,6 @@ def decode(frame: bytes) -> PauseFrame | None:
 
 def interface_mac(dev: str) -> str:
     """dev's MAC address in the current network namespace (SIOCGIFHWADDR: /sys may show another namespace)."""
-    import fcntl
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         ifreq = fcntl.ioctl(s.fileno(), 0x8927, struct.pack("16s16x", dev.encode()))
     return _mac_str(ifreq[18:24])
