@@ -2,9 +2,10 @@
 
     <run>/spec.yaml        the spec as resolved (overrides applied)
     <run>/env.json         kernel, sysctls, tool versions, git revision, qdisc trees, ...
-    <run>/commands.log     every external command as run (experiments/commands.py)
+    <run>/commands.log     every external command as run (ccrig/commands.py)
     <run>/summary.json     per point: parameters, system and per-flow statistics (rewritten after each point)
-    <run>/points/NNN/repR/ intervals.csv, trace.csv, qdisc.csv, iperf3-<flow>.json
+    <run>/points/NNN/repR/ intervals.csv, trace.csv, qdisc.csv, and each flow's program output (iperf3-<flow>.json,
+                           transfers-<flow>.csv: experiments/workloads/)
 """
 from __future__ import annotations
 
@@ -93,3 +94,42 @@ class RunArchive:
         d = self.path / "points" / f"{point:03d}" / f"rep{rep}"
         d.mkdir(parents=True, exist_ok=True)
         return d
+
+
+class RepetitionTables:
+    """One repetition's tables, written as it runs: intervals.csv (each flow and the system, each interval) and
+    qdisc.csv (the bottleneck's statistics at each boundary); trace.csv (each sender's samples) once the traffic
+    is over."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.intervals = CsvTable(out / "intervals.csv", INTERVAL_COLUMNS)
+        self.qdisc = CsvTable(out / "qdisc.csv", QDISC_COLUMNS)
+
+    def qdisc_rows(self, rows: list[dict], t: float) -> None:
+        for r in rows:
+            self.qdisc.add_columns(r)
+            self.qdisc.write({"t": t, **r})
+        self.qdisc.flush()
+
+    def interval(self, k: int, a: float, b: float, flows, rows: list[dict], system: dict) -> None:
+        """Interval k (from a to b seconds): one row per flow (rows in the order of flows), then the system's."""
+        for f, row in zip(flows, rows):
+            self.intervals.write({"interval": k, "t_start": a, "t_end": b, "flow": f.index, "cc": f.label, **row})
+        self.intervals.write({"interval": k, "t_start": a, "t_end": b, "flow": "all", "cc": "", **system})
+        self.intervals.flush()
+
+    def close(self) -> None:
+        self.intervals.close()
+        self.qdisc.close()
+
+    def trace(self, flows, sampler_of) -> None:
+        """trace.csv: every sample of each flow's sender socket (sampler_of: the sampler by the flow's key)."""
+        table = CsvTable(self.out / "trace.csv", TRACE_COLUMNS)
+        for f in flows:
+            for t, s in sampler_of[f.sender_key].snapshot(f.sender_key):
+                table.write({"t": t, "flow": f.index, "cwnd": s.get("snd_cwnd"), "ssthresh": s.get("snd_ssthresh"),
+                             "srtt_s": s.get("rtt_us", 0) / 1e6, "bytes_acked": s.get("bytes_acked"),
+                             "bytes_sent": s.get("bytes_sent"), "ca_state": s.get("ca_state"),
+                             "total_retrans": s.get("total_retrans")})
+        table.close()

@@ -19,6 +19,7 @@ from . import provision, spec as specmod
 from .backfill import backfill
 from .cleanup import clean_all
 from .prometheus_server import PrometheusServer
+from .signals import Interrupted
 
 # The commands import the runner, the spec and the report when they are called, not here: `ccrig --help` and a
 # usage error then answer in a fraction of a second instead of the second numpy, scipy and matplotlib take.
@@ -48,7 +49,7 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
     """Run an experiment: every sweep point and repetition; print a summary and the run directory.
 
     testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""
-    from .runner import Interrupted, Options, Runner  # lazy: numpy and scipy
+    from .runner import Options, Runner  # lazy: numpy and scipy
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
     _use_inventory(inventory)
@@ -65,12 +66,12 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
     try:
         result = runner.run()
     except Interrupted as e:
-        path = getattr(getattr(runner, "archive", None), "path", None)
+        path = runner.archive.path if runner.archive is not None else None
         sys.stderr.write(f"ccrig: interrupted ({e}); everything was torn down"
                          + (f"; finished points are in {path}" if path else "") + "\n")
         raise typer.Exit(130)
     except CcrigError as e:
-        path = getattr(getattr(runner, "archive", None), "path", None)
+        path = runner.archive.path if runner.archive is not None else None
         if path is not None:
             e.args = (f"{e}; everything was torn down; finished points are in {path}",)
         raise

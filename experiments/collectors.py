@@ -11,8 +11,10 @@ import subprocess
 import threading
 from pathlib import Path
 
+from ccrig.errors import RunError
+from ccrig.procs import stop_group
+from ccrig.qdiscs.stats import parse, parse_classes
 from ccrig.topologies.testbed import Testbed
-from .workloads import stop_process
 
 SAMPLER = Path(__file__).with_name("sampler.py")
 
@@ -23,7 +25,7 @@ class FlowSampler:
         self.node, self.keys, self.t0 = node, keys, t0
         self.ready = threading.Event()
         # a remote host's clock runs apart from ours: its samples are moved onto our time line
-        self.offset = testbed.clock_offset(node) if hasattr(testbed, "clock_offset") else 0.0
+        self.offset = testbed.clock_offset(node)
         argv = [*testbed.python(node), str(SAMPLER), "--period", f"{period:g}"]
         for k in keys:
             argv += ["--match", k]
@@ -49,7 +51,6 @@ class FlowSampler:
 
     def wait_ready(self, timeout: float) -> None:
         """Returns once the sampler has polled at least once."""
-        from ccrig.errors import RunError
         if not self.ready.wait(timeout):
             raise RunError(f"the TCP_INFO sampler on {self.node} did not start within {timeout:g} s: "
                            f"{self.error() or 'no output'}")
@@ -71,7 +72,7 @@ class FlowSampler:
         return (self.proc.stderr.read() or b"").decode(errors="replace").strip()[-300:]
 
     def stop(self) -> None:
-        stop_process(self.proc)
+        stop_group(self.proc)
         self.thread.join(timeout=2)
 
 
@@ -83,8 +84,7 @@ class QdiscReader:
         self.testbed, self.node, self.dev, self.classes_under = testbed, node, dev, classes_under
 
     def read(self) -> list[dict]:
-        from ccrig.qdiscs.stats import parse, parse_classes
-        if hasattr(self.testbed, "owned") and not self.testbed.owned(self.node):
+        if not self.testbed.owned(self.node):
             return []  # a hardware switch's queue is not ours to read
         out = self.testbed.run(self.node, ["tc", "-s", "-j", "qdisc", "show", "dev", self.dev]).stdout
         rows = parse(out)

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ccrig.qdiscs.stats import is_counter
 from ccrig.samples import Sample
 
 # metric -> (type, help); the summary.json metric names map onto these
@@ -75,7 +76,6 @@ _QDISC_IDS = {"t", "node", "dev", "kind", "handle", "parent", "leaf", "class"}
 def qdisc_samples(rows: list[dict], labels: dict, ts: float | None) -> list["Sample"]:
     """Every numeric statistic of every qdisc (and class) row: the common counters under fixed names, a
     discipline's own (red_early, fq_codel_ecn_mark, drr_deficit, ...) as ccrig_qdisc_<column>."""
-    from ccrig.qdiscs.stats import is_counter
     out = []
     for r in rows:
         ql = {**labels, "node": r["node"], "dev": r["dev"], "kind": r.get("kind", ""),

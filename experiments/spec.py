@@ -28,30 +28,11 @@ from ccrig.tcp_modules.spec import CcField, cc_key
 from ccrig import qdiscs, topologies
 from ccrig.topologies import testbeds, topology_union
 from ccrig.errors import InputError
-from ccrig.fields import SizeField, TimeField
+from ccrig.fields import TimeField
+from . import workloads
 
 TopologyField = topology_union()
-
-
-class Bulk(BaseModel):
-    """An always-backlogged TCP flow (iperf3)."""
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["bulk"] = "bulk"
-
-
-class Files(BaseModel):
-    """Finite files (the PAUSE study): each flow sends `size`, waits `idle`, and repeats (experiments/filexfer.py)."""
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["files"] = "files"
-    size: SizeField
-    idle: TimeField = 0.0
-
-    @field_validator("size")
-    @classmethod
-    def _bytes(cls, v):
-        if v.bytes is None or v.bytes < 1:
-            raise ValueError('expected a file size in bytes such as "80kb"')
-        return v
+WorkloadField = workloads.workload_union()
 
 
 class Flow(BaseModel):
@@ -60,7 +41,8 @@ class Flow(BaseModel):
     # a kernel name (net.ipv4.tcp_available_congestion_control), a preset of the alpha/beta or polynomial
     # laws (ab_smooth, poly_pipd, ...), or a parameterisation {law: alphabeta|poly, ...}: tcp_modules/spec.py
     cc: CcField = "cubic"
-    workload: Bulk | Files = Field(Bulk(), discriminator="kind")
+    # one of the workloads (experiments/workloads/), by kind; bulk when none is named
+    workload: WorkloadField = Field(default_factory=workloads.default)
     start: TimeField = 0.0
 
     @property
@@ -166,7 +148,7 @@ def _path_str(loc) -> str:
 
 def _union_tags() -> set[str]:
     return ({m.model_fields["name"].default for m in topologies.SPECS} | set(qdiscs.KINDS)
-            | {m.model_fields["kind"].default for m in (Bulk, Files)})
+            | set(workloads.kinds()))
 
 
 def _strip_tags(loc: tuple) -> tuple:

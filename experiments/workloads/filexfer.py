@@ -1,9 +1,9 @@
 """The finite-file workload (the PAUSE study's traffic, §V-B): each of N flows sends a file of S bytes, waits T
 idle, and repeats, and every transfer's completion time is recorded.
 
-    receiver:  python -m ccrig.experiments.filexfer serve --port 5300
-    sender:    python -m ccrig.experiments.filexfer send --to 198.18.2.2 --port 5300 --flows 8 --size 80kb \
-                   --idle 1s --duration 30s --cc reno --out transfers.csv
+    receiver:  python -m ccrig.experiments.workloads.filexfer serve --port 5300
+    sender:    python -m ccrig.experiments.workloads.filexfer send --to 198.18.2.2 --port 5300 --flows 8 \
+                   --size 80kb --idle 1s --duration 30s --cc reno --out transfers.csv
 
 Each flow is one TCP connection kept open across its transfers (one flow = one congestion-control state, as
 the study's sources are; Linux restarts the window after an idle longer than the RTO, as the kernel would for
@@ -11,7 +11,7 @@ any application). A transfer is an 8-byte length, then the file; the receiver an
 all of it, so the completion time is measured at the sender from the first byte written to the whole file
 acknowledged by the application: what a user of a file download waits for.
 
-Standard library only: it runs with any python3 on a node.
+Standard library only: it runs with any python3 on a node (the runner starts it as a script, files.py).
 """
 from __future__ import annotations
 
@@ -180,7 +180,8 @@ def _quantity(text: str, units: dict, what: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ccrig.experiments.filexfer", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m ccrig.experiments.workloads.filexfer",
+                                 description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="receive files (runs until killed)")
     s.add_argument("--port", type=int, required=True)

@@ -1,0 +1,98 @@
+"""Where a run's samples go while it runs: its sample log in the archive, always, and unless Prometheus is off a
+live exporter that Prometheus scrapes (the local server, started or reused, or one given by URL).
+
+The log lets every run be backfilled into any Prometheus later (experiments/backfill.py); the vm testbed's guest
+has no Prometheus of its own. Each interval's values go out as one batch stamped with the interval's end; each
+point's results (mean, std, CI of every metric) as `point_result` once the point is done.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ccrig.commands import Commands
+from ccrig.samples import Sample
+from .backfill import LOG_NAME, SampleLog
+from .exporter import SERIES, Exporter, qdisc_samples, series_sample
+from .prometheus_server import PrometheusServer
+from .summary import METRICS
+
+
+class Sinks:
+    def __init__(self, run_dir: Path, run_id: str, interval: float, commands: Commands):
+        self.run_dir, self.run_id, self.interval, self.commands = run_dir, run_id, interval, commands
+        self.log = SampleLog(run_dir / LOG_NAME)
+        self.exporter: Exporter | None = None
+        self.url: str | None = None       # the Prometheus that scrapes the exporter
+        self.target: Path | None = None   # the exporter's file-based service discovery entry, removed at the end
+
+    def open(self, info: list[Sample], prometheus: str, prometheus_root: Path) -> dict | None:
+        """Starts publishing: info is served with every batch. prometheus: auto (start or reuse the local server
+        under prometheus_root), off, or the URL of a server already scraping ccrig (it finds the exporter through
+        $CCRIG_PROMETHEUS_TARGETS, a file_sd folder, where that is set). Returns what env.json keeps of the
+        exporter (None: off)."""
+        self.log.set_info(info)
+        if prometheus == "off":
+            return None
+        self.exporter = Exporter()
+        if prometheus == "auto":
+            server = PrometheusServer(prometheus_root, self.commands)
+            self.url = server.ensure(self.interval)
+            self.target = server.add_target(self.interval, self.run_id, self.exporter.address, {})
+        else:
+            self.url = prometheus.rstrip("/")
+            sd = os.environ.get("CCRIG_PROMETHEUS_TARGETS")
+            if sd:
+                self.target = Path(sd) / f"{self.run_id}.json"
+                self.target.write_text(f'[{{"targets": ["{self.exporter.address}"]}}]\n')
+        self.exporter.set_info(info)
+        return {"url": self.url, "exporter": self.exporter.address}
+
+    def publish(self, samples: list[Sample]) -> None:
+        self.log.publish(samples)
+        if self.exporter is not None:
+            self.exporter.publish(samples)
+
+    def close(self) -> None:
+        self.log.close()
+        if self.exporter is None:
+            return
+        # Prometheus must take the last batches before the exporter goes away
+        if not self.exporter.drain(timeout=4 * self.interval + 5):
+            print(f"warning: Prometheus did not scrape the run's last samples; they are in {self.run_dir}")
+        if self.target is not None:
+            self.target.unlink(missing_ok=True)
+        self.exporter.close()
+
+
+def interval_samples(labels: dict, flows, rows: list[dict], system: dict, qdisc_rows: list[dict],
+                     ts: float) -> list[Sample]:
+    """One interval's batch: each flow's metrics and cwnd (rows in the order of flows), the system's, and the
+    bottleneck's qdisc statistics."""
+    out = []
+    for f, row in zip(flows, rows):
+        fl = {**labels, "flow": str(f.index), "cc": f.label}
+        out += [series_sample("flow", m, fl, row[m], ts) for m in METRICS + ["cwnd"] if row[m] is not None]
+    out += [series_sample("system", m, labels, system[m], ts) for m in METRICS + ["jain"] if system[m] is not None]
+    out += qdisc_samples(qdisc_rows, {k: v for k, v in labels.items() if k != "qdisc"}, ts)
+    return out
+
+
+def point_samples(labels: dict, point: dict) -> list[Sample]:
+    """A point's summary.json entry as `point_result` samples: per scope (system, each flow) and metric, its
+    mean, std and CI bounds, in the units of the series the metric has (labels: experiment, run, point)."""
+    ts = time.time()
+    out = []
+    for scope, entries in (("system", [point["system"]]), ("flow", point["flows"])):
+        for e in entries:
+            lab = {**labels, "scope": scope, "flow": str(e.get("flow", "all")), "cc": e.get("cc", "")}
+            for m in METRICS + (["jain"] if scope == "system" else []):
+                s = e[m]
+                suffix, factor = SERIES[m]
+                for stat_name, v in (("mean", s["mean"]), ("std", s["std"]), ("ci95_low", s["ci95"][0]),
+                                     ("ci95_high", s["ci95"][1])):
+                    if v is not None:
+                        out.append(Sample("point_result", {**lab, "series": f"ccrig_{scope}_{suffix}",
+                                                           "stat": stat_name}, v * factor, ts))
+    return out

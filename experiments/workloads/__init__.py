@@ -1,0 +1,71 @@
+"""Workloads: the traffic of a point, one module per kind, found by `kind` as the queue disciplines are.
+
+    bulk.py     an always-backlogged flow (iperf3); the default
+    files.py    finite files with idle time (filexfer.py, its program)
+
+A module of this package that defines a Workload subclass (base.py) with a `kind` of its own is that workload:
+the spec's `workload:` accepts it (workload_union), and the runner starts it (Traffic, traffic.py) and reads its
+results through the class's hooks. A new workload is one module here plus its tests.
+
+    Flow(workload, index, cc, label, sender, receiver, start=0.0, duration=30.0)   one flow of a point
+    Traffic(testbed, flows, out_dir)                                              starts and stops them
+
+Modules are imported the first time the registry is asked, so `python -m ccrig.experiments.workloads.filexfer`
+runs the program without importing it twice.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from ccrig.errors import InputError
+from .base import CLIENT_PORT, SERVER_PORT, Flow, Workload
+from .traffic import Traffic
+
+DEFAULT = "bulk"   # a flow's workload when the spec names none
+
+_FOUND: dict[str, type[Workload]] | None = None
+
+
+def _found() -> dict[str, type[Workload]]:
+    """kind -> the Workload subclass its module defines."""
+    global _FOUND
+    if _FOUND is None:
+        found: dict[str, type[Workload]] = {}
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            for cls in vars(module).values():
+                if (isinstance(cls, type) and issubclass(cls, Workload) and cls.__module__ == module.__name__
+                        and isinstance(cls.model_fields["kind"].default, str)):
+                    found[cls.model_fields["kind"].default] = cls
+        _FOUND = found
+    return _FOUND
+
+
+def kinds() -> list[str]:
+    """Every workload's name."""
+    return sorted(_found())
+
+
+def get(kind: str, field: str = "workload.kind") -> type[Workload]:
+    """The workload class of a kind; an unknown name is an input error."""
+    if kind not in _found():
+        raise InputError(f"{field}: got {kind!r}; expected one of {', '.join(kinds())}")
+    return _found()[kind]
+
+
+def workload_union():
+    """The pydantic type of a flow's `workload:` field: a union over the kinds, discriminated by `kind`."""
+    return Annotated[Union[tuple(_found()[k] for k in kinds())], Field(discriminator="kind")]
+
+
+def default() -> Workload:
+    """The workload of a flow whose spec names none."""
+    return get(DEFAULT)()
+
+
+__all__ = ["CLIENT_PORT", "SERVER_PORT", "DEFAULT", "Flow", "Traffic", "Workload", "default", "get", "kinds",
+           "workload_union"]

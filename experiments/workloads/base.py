@@ -1,0 +1,115 @@
+"""What every workload is: the spec's `workload:` section of a flow (a pydantic model whose `kind` names it), the
+programs its flows run, how to tell they are ready, and what their own output says once they are done.
+
+A Flow is one workload placed on a sender -> receiver pair of a point. Flow i uses server port 5201+i on its
+receiver and client port 40001+i on its sender, whatever its kind, so the TCP_INFO sampler finds its socket by
+(local port, remote port) and the interval code sees no difference between kinds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from ccrig.topologies.testbed import Testbed
+
+SERVER_PORT = 5201
+CLIENT_PORT = 40001
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    # the program's name in messages ("iperf3 client of flow 2 did not finish")
+    program: ClassVar[str] = ""
+    # what the program writes to the archive (stdout of the sender), formatted with the flow's index
+    output: ClassVar[str] = ""
+    # the argv runs through the node's Python (Testbed.python) instead of as it is
+    script: ClassVar[bool] = False
+    # the sender's extra argv words that make it connect and wait for SIGUSR1 before sending, so a slow start
+    # (Python in a guest under TCG) is over before the flow's start time; empty: started at its start time
+    wait_go: ClassVar[tuple[str, ...]] = ()
+
+    # --- the programs -----------------------------------------------------------------------------------
+    def server_argv(self, flow: Flow, bind: str) -> list[str]:
+        """The receiver's program, listening on flow.server_port at address bind."""
+        raise NotImplementedError
+
+    def client_argv(self, flow: Flow, server: str) -> list[str]:
+        """The sender's program: from flow.client_port to server:flow.server_port, congestion control flow.cc,
+        for flow.duration seconds; it writes its output to standard output."""
+        raise NotImplementedError
+
+    # --- readiness ------------------------------------------------------------------------------------
+    def listening(self, testbed: Testbed, flow: Flow) -> bool:
+        """Whether the flow's server accepts connections (asked until it does, before any sender starts)."""
+        return _ss(testbed, flow.receiver, ["-Hltn", f"sport = :{flow.server_port}"])
+
+    def connected(self, testbed: Testbed, flow: Flow) -> bool:
+        """Whether a sender started ahead (wait_go) has connected and waits for its signal."""
+        return _ss(testbed, flow.sender, ["-Htn", "state", "established", f"sport = :{flow.client_port}"])
+
+    # --- results --------------------------------------------------------------------------------------
+    def result(self, flow: Flow, out_dir: Path) -> Any:
+        """What the flow's program wrote (out_dir / flow.output_name), read once it has ended; raises RunError
+        with the program's own words when it failed."""
+        raise NotImplementedError
+
+    def received_bytes(self, flow: Flow, result: Any) -> int | None:
+        """The bytes the receiver got as the program itself counts them, cross-checked against the kernel's
+        counters (None: the program keeps no such count)."""
+        return None
+
+    @classmethod
+    def summary(cls, flows: list[Flow], results: dict[int, Any]) -> dict:
+        """What this kind adds to a repetition's entry in summary.json, over its flows of the repetition
+        (results by flow index); nothing by default."""
+        return {}
+
+
+def _ss(testbed: Testbed, node: str, args: list[str]) -> bool:
+    return bool(testbed.run(node, ["ss", *args], check=False).stdout.strip())
+
+
+@dataclass
+class Flow:
+    """One flow of a point: a workload on a sender -> receiver pair, with its congestion control."""
+    workload: Workload
+    index: int
+    cc: str            # the kernel's name of the congestion control on the sender (iperf3 -C, TCP_CONGESTION)
+    label: str         # the congestion control as the spec says it (a name, or law(parameters))
+    sender: str
+    receiver: str
+    start: float       # seconds after the point's traffic starts
+    duration: float    # seconds of sending
+
+    @property
+    def server_port(self) -> int:
+        return SERVER_PORT + self.index
+
+    @property
+    def client_port(self) -> int:
+        return CLIENT_PORT + self.index
+
+    # the sampler's match keys: (local port, remote port) on each end
+    @property
+    def sender_key(self) -> str:
+        return f"{self.client_port}:{self.server_port}"
+
+    @property
+    def receiver_key(self) -> str:
+        return f"{self.server_port}:{self.client_port}"
+
+    @property
+    def output_name(self) -> str:
+        return self.workload.output.format(index=self.index)
+
+    def server_argv(self, bind: str) -> list[str]:
+        return self.workload.server_argv(self, bind)
+
+    def client_argv(self, server: str) -> list[str]:
+        return self.workload.client_argv(self, server)
+

@@ -1,0 +1,101 @@
+"""Traffic: a point's flows on a testbed, whatever their kinds: servers first (each listening before any sender
+starts), senders parked ahead where their kind asks for it, each started at its time, all stopped at the end."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ccrig.errors import RunError
+from ccrig.procs import stop_group
+from ccrig.topologies.testbed import Testbed
+from .base import Flow
+
+
+class Traffic:
+    def __init__(self, testbed: Testbed, flows: list[Flow], out_dir: Path):
+        self.testbed, self.flows, self.out_dir = testbed, flows, out_dir
+        self.servers: list[subprocess.Popen] = []
+        self.clients: dict[int, subprocess.Popen] = {}
+        self.parked: set[int] = set()   # flows whose sender is connected and waits for its start
+        self._files = []
+
+    def start_servers(self, timeout: float = 10) -> None:
+        if any(f.workload.script for f in self.flows):
+            timeout = max(timeout, 60)   # a Python server takes seconds to start in a guest under TCG (vm)
+        for f in self.flows:
+            self.servers.append(self.testbed.popen(f.receiver, self._argv(f.receiver, f, f.server_argv(
+                self.testbed.address(f.receiver)))))
+        deadline = time.monotonic() + timeout
+        for f in self.flows:
+            # the server may need a moment to bind
+            while not f.workload.listening(self.testbed, f):
+                if time.monotonic() > deadline:
+                    raise RunError(f"{f.workload.program} server for flow {f.index} did not listen on "
+                                   f"{f.receiver}:{f.server_port} within {timeout:g} s")
+                time.sleep(0.05)
+        self._park_clients(timeout)
+
+    def _park_clients(self, timeout: float) -> None:
+        """Starts ahead of time, where a signal reaches them, the senders whose kind waits for one (wait_go):
+        each connects and waits; start_client() then only sends the signal. (On the hosts testbed the popen is
+        the local ssh client, which a signal would end, and the remote program starts at native speed: started
+        on time as the others.)"""
+        if not self.testbed.signals_reach_popen:
+            return
+        early = [f for f in self.flows if f.workload.wait_go]
+        for f in early:
+            self.clients[f.index] = self._launch(f, list(f.workload.wait_go))
+        deadline = time.monotonic() + timeout
+        for f in early:
+            while not f.workload.connected(self.testbed, f):
+                if self.clients[f.index].poll() is not None or time.monotonic() > deadline:
+                    text = (self.out_dir / f.output_name).read_text().strip()
+                    raise RunError(f"{f.workload.kind} flow {f.index} did not connect from {f.sender} to "
+                                   f"{f.receiver}:{f.server_port} within {timeout:g} s: {text[:200] or 'no output'}")
+                time.sleep(0.05)
+            self.parked.add(f.index)
+
+    def _launch(self, f: Flow, extra: list[str] = ()) -> subprocess.Popen:
+        out = open(self.out_dir / f.output_name, "w")
+        self._files.append(out)
+        return self.testbed.popen(f.sender, self._argv(f.sender, f, [*f.client_argv(
+            self.testbed.address(f.receiver)), *extra]), stdout=out, stderr=subprocess.STDOUT)
+
+    def start_client(self, f: Flow) -> None:
+        if f.index in self.parked:
+            os.kill(self.clients[f.index].pid, signal.SIGUSR1)   # connected and waiting: go
+            return
+        self.clients[f.index] = self._launch(f)
+
+    def _argv(self, node: str, f: Flow, argv: list[str]) -> list[str]:
+        # -S: a script is standard library only, and skipping site (the environment's .pth files, read over
+        # 9p in a vm guest) saves about a second per start on an emulated CPU, 16 starts per files point
+        return [*self.testbed.python(node), "-S", *argv] if f.workload.script else argv
+
+    def running(self) -> bool:
+        return any(p.poll() is None for p in self.clients.values())
+
+    def wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        programs = {f.index: f.workload.program for f in self.flows}
+        for i, p in self.clients.items():
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise RunError(f"{programs[i]} client of flow {i} did not finish within {timeout:g} s") from None
+
+    def stop(self) -> None:
+        """Ends every process this point started (clients first, then servers). Never raises."""
+        for p in [*self.clients.values(), *self.servers]:
+            stop_group(p)
+        for fh in self._files:
+            fh.close()
+
+    def results(self) -> dict[int, Any]:
+        """Each flow's result as its workload reads it (Workload.result), by flow index; a flow whose program
+        failed raises with the program's own words."""
+        return {f.index: f.workload.result(f, self.out_dir) for f in self.flows}
