@@ -78,7 +78,7 @@ class _Experiment(BaseModel):
     @classmethod
     def _testbed(cls, v):
         if v not in [*testbeds.kinds(), "auto"]:
-            raise ValueError(f"got {v!r}; expected one of {', '.join([*testbeds.kinds(), 'auto'])}")
+            raise ValueError(f"got {v!r}; expected {', '.join(repr(k) for k in testbeds.kinds())} or 'auto'")
         return v
 
     @field_validator("topology", mode="before")

@@ -6,8 +6,9 @@
 
 `dumbbell,N`: N sender/receiver pairs; `path=value` overrides the topology section of
 experiments/specs/default.yaml (bottleneck.rate, bottleneck.buffer, bottleneck.qdisc, rtt, loss, access.rate).
-The Topo is generated from the project's Topology model (topologies/testbeds/mininet.py), the same the mininet testbed
-runs: nodes eth0.. with 198.18.i.0/24 addresses and static routes, every link through a switch of its own.
+The Topo is generated from the project's Topology model (topologies/testbeds/mininet/topo.py), the same the
+mininet testbed runs: nodes eth0.. with 198.18.i.0/24 addresses and static routes, every link through a switch of
+its own.
 mn execs this file, so it finds the repository from its own path and the project's packages in its .venv.
 """
 import sys as _sys

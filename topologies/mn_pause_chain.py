@@ -6,8 +6,9 @@
 `pause_chain,N`: N sender/receiver pairs; `path=value` overrides the study's numbers below (link_a.rate,
 link_b.rate, link_b.buffer, link_c.rate, link_c.buffer, rtt, scale). The added RTT needs netem, so it is 0 here
 by default. The Topo is generated from the project's Topology model (topologies/pause_chain.py ->
-topologies/testbeds/mininet.py), the same the mininet testbed runs; the XOFF/XON controller is the runner's, not the
-Topo's. mn execs this file, so it finds the repository from its own path and the project's packages in its .venv.
+topologies/testbeds/mininet/topo.py), the same the mininet testbed runs; the XOFF/XON controller is the runner's,
+not the Topo's. mn execs this file, so it finds the repository from its own path and the project's packages in
+its .venv.
 """
 import sys as _sys
 from pathlib import Path as _Path
@@ -18,9 +19,9 @@ import site as _site  # noqa: E402
 _site.addsitedir(str(_root / f".venv/lib/python{_sys.version_info[0]}.{_sys.version_info[1]}/site-packages"))
 
 from ccrig.topologies.testbeds.mininet import mn_topo as _mn_topo  # noqa: E402
-from ccrig.topologies.pause_chain import PauseChainSpec as _PauseChainSpec  # noqa: E402
 
 # Malhotra et al.: mu1 = 100, nu = 15 packets/s; B1 = 10, B2 = 20 packets
 _defaults = {"link_a": {"rate": "25pps"}, "link_b": {"rate": "100pps", "buffer": "10pkt"},
              "link_c": {"rate": "15pps", "buffer": "20pkt"}, "rtt": "0s"}
-topos = {"pause_chain": _mn_topo("pause_chain", _defaults, _PauseChainSpec)}
+# validated by the chain's own model (topologies.SPECS)
+topos = {"pause_chain": _mn_topo("pause_chain", _defaults)}

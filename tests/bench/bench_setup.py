@@ -6,7 +6,8 @@ count per kind of command, from the commands log, in which every command's line 
 
 The plain script is the network as a Mininet user writes it: senders on one switch behind r1, receivers on one
 behind r2, a TCLink between the routers at the bottleneck rate, a default route on every host and one route
-per router. It skips Mininet.init's fixLimits as the testbed does (host-wide sysctls, topologies/testbeds/mininet.py).
+per router. It skips Mininet.init's fixLimits as the testbed does (host-wide sysctls,
+topologies/testbeds/mininet/testbed.py).
 
 Run as root: `make bench BENCH=setup` -> results/bench/setup.json.
 """
@@ -118,8 +119,7 @@ def _plain_mininet(switch_kind: str) -> dict:
     from mininet.net import Mininet
     from mininet.node import Node
     from mininet.topo import Topo
-    from ccrig.topologies.testbeds.mininet import switch_class
-    from ccrig.topologies.testbeds.switches import OvsDaemons
+    from ccrig.topologies.testbeds.mininet import OvsDaemons, switch_class
     from ccrig.commands import Commands
 
     tag = f"pb{os.getpid() % 100000}"
@@ -165,9 +165,8 @@ def _plain_mininet(switch_kind: str) -> dict:
 
 
 def run() -> dict:
-    from ccrig.topologies.testbeds.mininet import MininetTestbed
+    from ccrig.topologies.testbeds.mininet import MininetOptions, MininetTestbed
     from ccrig.topologies.testbeds.netns import NetnsTestbed
-    from ccrig.topologies.testbeds.switches import MininetOptions
 
     topo = _topology()
     pid = os.getpid()
@@ -179,10 +178,9 @@ def run() -> dict:
         result["netns"]["meets_goal"] = result["netns"]["total_s"] < GOAL_S
         result["mininet"] = {}
         for kind in ("lxbr", "ovs-user"):
-            class _Exp:  # the testbed reads only the spec's `mininet:` section
-                mininet = MininetOptions(switch=kind)
+            options = MininetOptions(switch=kind)  # the spec's `mininet:` section
             result["mininet"][kind] = {
-                "ccrig_testbed": _time_testbed(lambda c: MininetTestbed(topo, c, f"ccrig-b{pid}", _Exp()), work,
+                "ccrig_testbed": _time_testbed(lambda c: MininetTestbed(topo, c, f"ccrig-b{pid}", options), work,
                                                f"mininet-{kind}"),
                 "plain_mininet": _plain_mininet(kind),
             }

@@ -27,8 +27,7 @@ from conftest import CCRIG, ROOT, Ccrig
 from ccrig.experiments import spec as specmod
 from ccrig.commands import Commands
 from ccrig.errors import RunError
-from ccrig.topologies.testbeds import switches
-from ccrig.topologies.testbeds.mininet import RECORDS, MininetTestbed, Names, leftovers
+from ccrig.topologies.testbeds.mininet import RECORDS, MininetTestbed, Names, leftovers, switches
 
 DEFAULT = ROOT / "experiments/specs/default.yaml"
 SWITCHES = ["lxbr", "ovs-user"]
@@ -104,10 +103,10 @@ def test_testbed_realises_the_topology_like_netns(switch, ovs_was_running):
     exp = specmod.validate(raw, "test")
     topo = exp.topology.build(exp.n_flows)
     prefix = f"ccrig-mnt{os.getpid()}"
-    tb = MininetTestbed(topo, Commands(None), prefix, exp)
+    tb = MininetTestbed(topo, Commands(None), prefix, exp.mininet)
     try:
         tb.up()
-        assert tb.kind == switch
+        assert tb.switch == switch
         # the bottleneck: htb at the rate, pfifo with the buffer under it, on r1 toward r2 (as netns has it)
         dev = tb.egress_device("r1", "r2")
         tree = json.loads(tb.run("r1", ["tc", "-j", "qdisc", "show", "dev", dev]).stdout)
@@ -157,7 +156,7 @@ def test_setup_failure_half_way_leaves_nothing(ovs_was_running):
     raw["topology"]["mtu"] = 100000  # above veth's 65535
     exp = specmod.validate(raw, "test")
     prefix = f"ccrig-mnf{os.getpid()}"
-    tb = MininetTestbed(exp.topology.build(1), Commands(None), prefix, exp)
+    tb = MininetTestbed(exp.topology.build(1), Commands(None), prefix, exp.mininet)
     try:
         with pytest.raises(RunError, match="command failed"):
             tb.up()

@@ -52,7 +52,7 @@ def test_spec_parses_units_once():
     ("topology.bottleneck.bufer", "3pkt", "topology.bottleneck.bufer: unknown field; expected one of: buffer, qdisc, rate"),
     ("duration", 10, "duration: got 10; a time needs a unit"),
     ("flows[0].count", 0, "flows[0].count: got 0"),
-    ("testbed", "docker", "testbed: got 'docker'; expected 'netns', 'mininet', 'hosts', 'vm' or 'auto'"),
+    ("testbed", "docker", "testbed: got 'docker'; expected 'hosts', 'mininet', 'netns', 'vm' or 'auto'"),
     ("topology.bottleneck.qdisc", {"kind": "bogus"}, "topology.bottleneck.qdisc: got {'kind': 'bogus'}"),
 ])
 def test_errors_name_path_value_and_accepted(path, value, expect):

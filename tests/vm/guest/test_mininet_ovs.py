@@ -22,8 +22,7 @@ import yaml
 
 from ccrig.experiments import spec as specmod
 from ccrig.commands import Commands
-from ccrig.topologies.testbeds import switches
-from ccrig.topologies.testbeds.mininet import MininetTestbed, leftovers
+from ccrig.topologies.testbeds.mininet import MininetTestbed, leftovers, switches
 
 ROOT = Path(__file__).resolve().parents[3]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
@@ -46,10 +45,10 @@ def test_kernel_datapath_and_tclink_delay(tier_modules):
     topo = exp.topology.build(exp.n_flows)
     prefix = f"ccrig-vmmn{os.getpid()}"
     was_running = ovs_running()
-    tb = MininetTestbed(topo, Commands(None), prefix, exp)
+    tb = MininetTestbed(topo, Commands(None), prefix, exp.mininet)
     try:
         tb.up()
-        assert tb.kind == "ovs"
+        assert tb.switch == "ovs"
         dps = subprocess.run(["ovs-dpctl", "dump-dps"], capture_output=True, text=True).stdout
         assert "system@ovs-system" in dps, dps
         dp = subprocess.run(["ovs-vsctl", "get", "bridge", tb.names.switch(0), "datapath_type"],

@@ -27,10 +27,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
+# Debian's Mininet, imported absolutely (this package's own name is ccrig.topologies.testbeds.mininet)
+from mininet.nodelib import LinuxBridge
+from mininet.node import OVSBridge
+from mininet.util import specialClass
 from pydantic import BaseModel, ConfigDict
 
 from ccrig.commands import Commands
 from ccrig.errors import RunError
+from ccrig.needs import Need
 
 SwitchKind = Literal["auto", "lxbr", "ovs", "ovs-user"]
 KINDS = ("auto", "lxbr", "ovs", "ovs-user")
@@ -60,19 +65,20 @@ def ovs_kernel_datapath(commands: Commands) -> bool:
     return Path("/proc/modules").exists() and commands.ok(["modprobe", "-n", "-q", "openvswitch"])
 
 
-def problems(kind: str, commands: Commands) -> list[str]:
-    """What this machine lacks for switches of `kind` (not auto), each saying how to get it."""
-    release = platform.release()
+def needs(kind: str, commands: Commands) -> list[Need]:
+    """What switches of `kind` (not auto) need of this machine, each saying how to get it."""
+    by = f"mininet.switch {kind}"
     out = []
-    if kind == "lxbr" and not shutil.which("brctl"):
-        out.append("mininet.switch lxbr needs brctl: install the Debian package bridge-utils (`make deps`)")
-    if kind in ("ovs", "ovs-user") and not ovs_installed():
-        out.append(f"mininet.switch {kind} needs Open vSwitch: install the Debian package openvswitch-switch "
-                   f"(`make deps`)")
-    if kind == "ovs" and not ovs_kernel_datapath(commands):
-        out.append(f"mininet.switch ovs needs the Open vSwitch kernel datapath, which kernel {release} lacks "
-                   f"(no openvswitch module): load it (`modprobe openvswitch`), use `mininet.switch: ovs-user` "
-                   f"or `lxbr`, or the `vm` testbed")
+    if kind == "lxbr":
+        out.append(Need("the `brctl` command", by, shutil.which("brctl") is not None,
+                        "install the Debian package bridge-utils (`make deps`)"))
+    if kind in ("ovs", "ovs-user"):
+        out.append(Need("Open vSwitch", by, ovs_installed(),
+                        "install the Debian package openvswitch-switch (`make deps`)"))
+    if kind == "ovs":
+        out.append(Need("the Open vSwitch kernel datapath", by, ovs_kernel_datapath(commands),
+                        f"kernel {platform.release()} has no openvswitch module: load it (`modprobe openvswitch`), "
+                        f"use `mininet.switch: ovs-user` or `lxbr`, or the `vm` testbed"))
     return out
 
 
@@ -88,6 +94,13 @@ def choose(kind: str, commands: Commands) -> str:
         return "ovs-user"
     raise RunError("mininet.switch auto: neither bridge-utils (brctl) nor Open vSwitch is installed; "
                    "install bridge-utils and openvswitch-switch (`make deps`)")
+
+
+def switch_class(kind: str):
+    """Mininet's class for switches of a chosen kind (not auto)."""
+    if kind == "lxbr":
+        return LinuxBridge
+    return specialClass(OVSBridge, defaults={"datapath": "user" if kind == "ovs-user" else "kernel"})
 
 
 # --- processes that own things -------------------------------------------------------------------------------
@@ -165,7 +178,7 @@ class OvsDaemons:
         said = []
         with self._locked():
             for h in sorted(self.holders.glob("*")) if self.holders.exists() else []:
-                if (h.name + "-").startswith(prefix) and not owner_alive(_read_json(h)):
+                if (h.name + "-").startswith(prefix) and not owner_alive(read_json(h)):
                     h.unlink(missing_ok=True)
                     said.append(f"released the Open vSwitch hold of dead run {h.name}")
             said += self._stop_if_unused()
@@ -174,7 +187,7 @@ class OvsDaemons:
     def _live_holders(self) -> list[str]:
         live = []
         for h in self.holders.glob("*") if self.holders.exists() else []:
-            if owner_alive(_read_json(h)):
+            if owner_alive(read_json(h)):
                 live.append(h.name)
             else:
                 h.unlink(missing_ok=True)
@@ -206,7 +219,7 @@ class OvsDaemons:
         return ["stopped Open vSwitch (ccrig had started it)"]
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
