@@ -1,12 +1,11 @@
-"""`ccrig compare RUN_A RUN_B`: two runs of one experiment side by side (two testbeds, kernels or machines),
-to say whether the second reproduces the first.
+"""Two runs' summary.json side by side, flows alike pooled: the arithmetic of `ccrig compare` (experiments/compare.py
+reads the run directories and says which flows are alike, from their spec).
 
-Flows alike (same congestion control, workload and start, in the same point) are exchangeable: which of
-two cubic flows gets more of a drop-tail link in one run is chance (on netns the two cubic flows of the default
-spec were seen to swap 1.7 and 2.2 Mbit/s between two runs, while their mean moved 1.4 %). So the goodput of a
-flow is estimated by the mean over the flows alike to it and over the repetitions, and two runs are compared
-class by class; a flow alone in its class is compared as itself. Every number is read from summary.json and the
-resolved spec.yaml of the run directories, nothing is recomputed.
+Flows alike are exchangeable: which of two cubic flows gets more of a drop-tail link in one run is chance (on
+netns the two cubic flows of the default spec were seen to swap 1.7 and 2.2 Mbit/s between two runs, while their
+mean moved 1.4 %). So the goodput of a flow is estimated by the mean over the flows alike to it and over the
+repetitions, and two runs are compared class by class; a flow alone in its class is compared as itself. Every
+number is read from summary.json, nothing is recomputed.
 
 Each ratio B/A has a 95 % confidence interval where the runs give the spread to compute one (delta method,
 analysis.stats.ratio_ci): over repetitions, or over one repetition's intervals for a flow alone in its class
@@ -17,47 +16,21 @@ for a whole run, and another run may fall into the other).
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import yaml
-
 from ccrig.analysis.stats import ratio_ci, summarize
-from ccrig.experiments import spec as specmod
 from ccrig.errors import InputError
 
 
-def load_run(run_dir: Path, arg: str = "RUN_DIR") -> tuple[dict, list[specmod.Point]]:
-    """A run directory's summary.json and the sweep points of its resolved spec."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "summary.json").is_file() or not (run_dir / "spec.yaml").is_file():
-        raise InputError(f"{arg}: got {str(run_dir)!r}; expected a run directory holding summary.json and "
-                         f"spec.yaml (results/runs/...)")
-    summary = json.loads((run_dir / "summary.json").read_text())
-    raw = yaml.safe_load((run_dir / "spec.yaml").read_text())
-    exp = specmod.validate(raw, str(run_dir / "spec.yaml"))
-    return summary, specmod.points(raw, exp, str(run_dir / "spec.yaml"))
-
-
-def flow_class(flow: specmod.Flow) -> str:
-    """What makes two flows of one point alike, as a readable key. The path is not part of it: the topologies
-    give every flow an equivalent path (the dumbbell's access links are alike, the pause_chain's senders share
-    link A)."""
-    w = flow.workload
-    work = w.kind if w.kind == "bulk" else f"{w.kind} {w.model_dump(exclude={'kind'})}"
-    return f"{flow.cc_label}, {work}" + (f", from {flow.start:g}s" if flow.start else "")
-
-
-def classes(summary: dict, points: list[specmod.Point]) -> list[dict]:
-    """Per point: {class key: {"flows": [index], "goodput_bps": {"mean", "std", "n"} of the class}}: a flow
-    alone in its class has its own summary; a class of several, the mean over its flows, and its spread over
-    the repetitions (each repetition's mean over the class's flows) where there are two or more."""
+def classes(summary: dict, keys: list[dict[int, str]]) -> list[dict]:
+    """Per point: {class key: {"flows": [index], "goodput_bps": {"mean", "std", "n"} of the class}}, where
+    keys[point][flow] is the class of each flow of the point. A flow alone in its class has its own summary; a
+    class of several, the mean over its flows, and its spread over the repetitions (each repetition's mean over
+    the class's flows) where there are two or more."""
     out = []
     for point in summary["points"]:
-        flows = points[point["index"]].experiment.flow_list()
+        key_of = keys[point["index"]]
         by: dict[str, dict] = {}
         for entry in point["flows"]:
-            c = by.setdefault(flow_class(flows[entry["flow"]]), {"flows": [], "summaries": []})
+            c = by.setdefault(key_of[entry["flow"]], {"flows": [], "summaries": []})
             c["flows"].append(entry["flow"])
             c["summaries"].append(entry.get("goodput_bps") or {})
         reps = point.get("repetitions") or []
@@ -82,16 +55,17 @@ def _mean(rep: dict, flows: list[int]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def compare(run_a: Path, run_b: Path) -> list[dict]:
-    """One row per point and class of alike flows, plus one per point for the system:
+def compare_summaries(summary_a: dict, keys_a: list[dict[int, str]], summary_b: dict,
+                      keys_b: list[dict[int, str]]) -> list[dict]:
+    """Run B against run A (each its summary.json and its flows' classes, as `classes` takes them): one row per
+    point and class of alike flows, plus one per point for the system:
     {"point", "class", "flows", "a_bps", "b_bps", "ratio", "ratio_ci95"} (ratio = b / a; its interval or None)."""
-    sa, pa = load_run(run_a, "RUN_A")
-    sb, pb = load_run(run_b, "RUN_B")
+    sa, sb = summary_a, summary_b
     if len(sa["points"]) != len(sb["points"]):
         raise InputError(f"RUN_B: has {len(sb['points'])} points, RUN_A {len(sa['points'])}; expected two runs "
                          f"of the same spec (the testbed may differ)")
     rows = []
-    for i, (ca, cb) in enumerate(zip(classes(sa, pa), classes(sb, pb))):
+    for i, (ca, cb) in enumerate(zip(classes(sa, keys_a), classes(sb, keys_b))):
         if set(ca) != set(cb):
             raise InputError(f"RUN_B: point {i} has flows {sorted(cb)}, RUN_A {sorted(ca)}; expected two runs of "
                              f"the same spec")

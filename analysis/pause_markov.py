@@ -1,4 +1,5 @@
 """The Markov model of IEEE 802.3x PAUSE (hop-by-hop) flow control interacting with TCP (study 000, §III).
+One module of ~400 lines on purpose: the model as printed, its generator and its solver are read together.
 
 The model (Malhotra, van Haalen, Mandjes, Núñez-Queija, CWI PNA-E0518, 2005)
 --------------------------------------------------------------------------------

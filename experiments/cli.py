@@ -225,7 +225,8 @@ def compare(run_a: Path = typer.Argument(..., help="the reference run directory"
                 None, help="exit 1 if a class of alike flows or the system differs by more than this fraction")):
     """Goodput of two runs of one spec side by side, flows alike (same cc, workload, start) pooled, each ratio
     with its 95 % confidence interval where the runs' repetitions (or intervals) give one."""
-    from ccrig.analysis.compare import compare as compare_runs, outside  # lazy: numpy and scipy
+    from ccrig.analysis.compare import outside  # lazy: numpy and scipy
+    from .compare import compare as compare_runs  # lazy: numpy and scipy
     if tolerance is not None and not 0 < tolerance < 1:
         raise InputError(f"--tolerance: got {tolerance!r}; expected a fraction between 0 and 1, e.g. 0.1")
     rows = compare_runs(run_a, run_b)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ccrig.analysis.compare import compare, outside
+from ccrig.analysis.compare import outside
+from ccrig.experiments.compare import compare
 from ccrig.experiments.spec import load_raw
 
 ROOT = Path(__file__).resolve().parents[2]

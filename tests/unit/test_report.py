@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ccrig.analysis import report as rp
+from ccrig.analysis.report import models, report
+from ccrig.analysis.report.summary import fmt_stat
 from ccrig.analysis import throughput as tp
 from ccrig.errors import InputError
 
@@ -56,7 +57,7 @@ def write_archive(root: Path) -> dict:
 def test_report_writes_md_html_and_plots(tmp_path):
     run = tmp_path / "run"
     summary = write_archive(run)
-    html_path = rp.report(run)
+    html_path = report(run)
     out = run / "report"
     assert html_path == out / "report.html"
     md = (out / "report.md").read_text()
@@ -75,30 +76,30 @@ def test_report_writes_md_html_and_plots(tmp_path):
         assert text in md and text in html
     # numbers equal summary.json: the system goodput of point 1 and T_max, as printed
     p1 = summary["points"][1]
-    assert rp.fmt_stat(p1["system"]["goodput_bps"], 1e-6) == "18.6 ± 0.1"
+    assert fmt_stat(p1["system"]["goodput_bps"], 1e-6) == "18.6 ± 0.1"
     assert "| 1 | 20 | 19.2 | 9.6 | 18.6 ± 0.1 |" in md
-    assert rp.fmt_stat(p1["system"]["jain"]) in md
+    assert fmt_stat(p1["system"]["jain"]) in md
 
 
 def test_model_rows_use_the_flows_loss_and_rtt(tmp_path):
     summary = write_archive(tmp_path / "run")
-    rows = rp.model_rows(summary["points"])
+    rows = models.model_rows(summary["points"])
     smooth = next(r for r in rows if r["point"] == 0 and r["cc"] == "ab_smooth")
     assert smooth["law"] == (0.31, 0.875)
-    assert smooth["gaimd_bps"] == pytest.approx(tp.gaimd(0.01, 0.02, 0.22, 1, 0.31, 0.875) * rp.MSS_BYTES * 8)
-    assert smooth["mathis_bps"] == pytest.approx(tp.mathis(0.01, 0.02, rp.MSS_BYTES * 8))
+    assert smooth["gaimd_bps"] == pytest.approx(tp.gaimd(0.01, 0.02, 0.22, 1, 0.31, 0.875) * models.MSS_BYTES * 8)
+    assert smooth["mathis_bps"] == pytest.approx(tp.mathis(0.01, 0.02, models.MSS_BYTES * 8))
     cubic = next(r for r in rows if r["point"] == 0 and r["cc"] == "cubic")
     assert cubic["gaimd_bps"] is None and cubic["mathis_bps"] is not None
-    assert rp.law_of("reno") == (1.0, 0.5)
+    assert models.gaimd_law("reno") == (1.0, 0.5)
 
 
 def test_report_rejects_what_is_not_a_run(tmp_path):
     with pytest.raises(InputError, match="^RUN_DIR: got .*; expected a run directory holding summary.json"):
-        rp.report(tmp_path)
+        report(tmp_path)
     assert not (tmp_path / "report").exists()
     write_archive(tmp_path / "run")
     with pytest.raises(InputError, match=r"^--repetition: got 3; expected an integer in 0\.\.0"):
-        rp.report(tmp_path / "run", repetition=3)
+        report(tmp_path / "run", repetition=3)
 
 
 def test_pause_gain_overlay_uses_the_markov_model(tmp_path):
@@ -116,11 +117,11 @@ def test_pause_gain_overlay_uses_the_markov_model(tmp_path):
         p["pause_gain"] = {"metric": "goodput_bps", "percent": 1.5, "ci95": [0.5, 2.5]}
         p["system"]["rtt_s"] = stat(0.1, 0.01)
     (run / "summary.json").write_text(json.dumps(summary))
-    rows = rp.pause_rows(run, summary["points"])
+    rows = models.pause_rows(run, summary["points"])
     expect = pm.gain(pm.PauseParams(lam=(25.0, 1.0), mu1=100, mu2=2, nu=15, B1=10, B2=20, T1=15, T2=15, rtt=1.0))[0]
     assert rows[0]["model"] == pytest.approx(expect, rel=1e-9)
     assert rows[1]["model"] == 0.0  # T1 = B2: PAUSE never fires
-    rp.report(run)
+    report(run)
     md = (run / "report" / "report.md").read_text()
     assert f"{expect:+.2f}" in md and "(pause_gain.png)" in md
     assert (run / "report" / "pause_gain.png").read_bytes()[:4] == b"\x89PNG"

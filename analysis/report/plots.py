@@ -1,0 +1,186 @@
+"""The report's figures, each saved as PNG and SVG beside report.md (names in analysis/report/__init__.py)."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: the figures only go to files
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from .summary import fmt_param, swept_params  # noqa: E402
+
+SWEEP_METRICS = [("goodput_bps", "goodput (Mbit/s)", 1e-6), ("throughput_bps", "throughput (Mbit/s)", 1e-6),
+                 ("eee", "EEE", 1.0), ("uar", "UAR", 1.0), ("loss", "loss", 1.0), ("jain", "Jain fairness", 1.0)]
+
+
+def read_csv(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _num(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _save(fig, out_dir: Path, name: str) -> Path:
+    png = out_dir / f"{name}.png"
+    fig.savefig(png, dpi=110, bbox_inches="tight")
+    fig.savefig(out_dir / f"{name}.svg", bbox_inches="tight")
+    plt.close(fig)
+    return png
+
+
+def plot_sweep(points: list[dict], param: str | None, out_dir: Path) -> Path:
+    """System metrics against one swept parameter (or against the point index when nothing is swept)."""
+    values = [p.get("params", {}).get(param) if param else p["index"] for p in points]
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    xs = values if numeric else list(range(len(values)))
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
+    for ax, (key, label, scale) in zip(axes.ravel(), SWEEP_METRICS):
+        means, lo, hi, px = [], [], [], []
+        for x, p in zip(xs, points):
+            s = p.get("system", {}).get(key)
+            if not s or s.get("mean") is None:
+                continue
+            m = s["mean"] * scale
+            ci = s.get("ci95") or [s["mean"], s["mean"]]
+            px.append(x)
+            means.append(m)
+            lo.append(m - ci[0] * scale)
+            hi.append(ci[1] * scale - m)
+        ax.errorbar(px, means, yerr=[lo, hi], fmt="o-", capsize=4)
+        ax.set_ylabel(label)
+        ax.set_xlabel(param or "point")
+        if not numeric:
+            ax.set_xticks(xs, [fmt_param(v) for v in values], rotation=30, ha="right")
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"system metrics against {param or 'point'} (mean of interval means, 95 % CI)")
+    fig.tight_layout()
+    name = "sweep_" + (param or "point").replace(".", "_").replace("/", "_")
+    return _save(fig, out_dir, name)
+
+
+def plot_utility(points: list[dict], out_dir: Path) -> Path:
+    """Keshav's utility diagram: per flow goodput against RTT, a colour per setup, CI boxes."""
+    fig, ax = plt.subplots(figsize=(8, 6))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for n, p in enumerate(points):
+        color = colors[n % len(colors)]
+        label = f"point {p['index']}: " + ", ".join(f"{k}={fmt_param(v)}" for k, v in p.get("params", {}).items())
+        first = True
+        for f in p.get("flows", []):
+            g, r = f.get("goodput_bps") or {}, f.get("rtt_s") or {}
+            if g.get("mean") is None or r.get("mean") is None:
+                continue
+            x, y = g["mean"] * 1e-6, r["mean"] * 1e3
+            ax.plot([x], [y], "o", color=color, ms=3, label=label if first else None)
+            first = False
+            ax.annotate(str(f["flow"]), (x, y), color=color, fontsize=11, ha="center", va="bottom")
+            gl, gh = (g.get("ci95") or [None, None])
+            rl, rh = (r.get("ci95") or [None, None])
+            if None not in (gl, gh, rl, rh) and (gh > gl or rh > rl):
+                ax.add_patch(Rectangle((gl * 1e-6, rl * 1e3), (gh - gl) * 1e-6, (rh - rl) * 1e3, fill=False,
+                                       edgecolor=color, lw=1))
+    ax.set_xlabel("goodput (Mbit/s)")
+    ax.set_ylabel("mean smoothed RTT (ms)")
+    ax.set_title("utility diagram: per flow, boxes = 95 % CI of goodput and RTT")
+    ax.grid(alpha=0.3)
+    if points:
+        ax.legend(fontsize=7, loc="best")
+    return _save(fig, out_dir, "utility")
+
+
+def plot_timeseries(run_dir: Path, point: dict, repetition: int, out_dir: Path) -> Path | None:
+    rep_dir = run_dir / "points" / f"{point['index']:03d}" / f"rep{repetition}"
+    trace = read_csv(rep_dir / "trace.csv")
+    qdisc = read_csv(rep_dir / "qdisc.csv")
+    if not trace and not qdisc:
+        return None
+    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    flows = sorted({r["flow"] for r in trace}, key=lambda s: (len(s), s))
+    for flow in flows:
+        rows = [r for r in trace if r["flow"] == flow]
+        t = [_num(r["t"]) for r in rows]
+        axes[0].plot(t, [_num(r["cwnd"]) for r in rows], lw=0.8, label=f"flow {flow}")
+        axes[1].plot(t, [None if _num(r["srtt_s"]) is None else _num(r["srtt_s"]) * 1e3 for r in rows], lw=0.8,
+                     label=f"flow {flow}")
+    queues = sorted({(r.get("node", ""), r.get("dev", ""), r.get("handle", "")) for r in qdisc})
+    for q in queues:
+        rows = [r for r in qdisc if (r.get("node", ""), r.get("dev", ""), r.get("handle", "")) == q]
+        if not any(_num(r.get("backlog_packets")) for r in rows):
+            continue  # an idle qdisc says nothing and clutters the plot
+        axes[2].step([_num(r["t"]) for r in rows], [_num(r.get("backlog_packets")) for r in rows], where="post",
+                     lw=0.8, label=f"{q[0]}:{q[1]} {q[2]}")
+    axes[0].set_ylabel("cwnd (segments)")
+    axes[1].set_ylabel("srtt (ms)")
+    axes[2].set_ylabel("queue (packets)")
+    axes[2].set_xlabel("time since traffic start (s)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper right")
+    fig.suptitle(f"point {point['index']}, repetition {repetition}")
+    fig.tight_layout()
+    return _save(fig, out_dir, f"timeseries_p{point['index']:03d}")
+
+
+def plot_model(rows: list[dict], out_dir: Path) -> Path | None:
+    rows = [r for r in rows if r["mathis_bps"] is not None]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 6))
+    for r in rows:
+        x = r["goodput_bps"] * 1e-6
+        ax.plot([x], [r["mathis_bps"] * 1e-6], "s", color="tab:orange", label="Mathis")
+        if r["gaimd_bps"] is not None:
+            ax.plot([x], [r["gaimd_bps"] * 1e-6], "o", color="tab:blue", label="GAIMD (Yang–Lam)")
+        ax.annotate(f"{r['point']}/{r['flow']} {r['cc']}", (x, r["mathis_bps"] * 1e-6), fontsize=7)
+    top = max([r["goodput_bps"] * 1e-6 for r in rows] + [r["mathis_bps"] * 1e-6 for r in rows]
+              + [r["gaimd_bps"] * 1e-6 for r in rows if r["gaimd_bps"] is not None])
+    ax.plot([0, top], [0, top], "k--", lw=0.8, label="prediction = measurement")
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    ax.legend(uniq.values(), uniq.keys(), fontsize=8)
+    ax.set_xlabel("measured goodput (Mbit/s)")
+    ax.set_ylabel("predicted throughput (Mbit/s)")
+    ax.set_title("model overlay: predictions from each flow's measured loss and RTT")
+    ax.grid(alpha=0.3)
+    return _save(fig, out_dir, "model")
+
+
+def plot_pause(rows: list[dict], points: list[dict], out_dir: Path) -> Path | None:
+    if not rows:
+        return None
+    swept = swept_params(points)
+    param = swept[0] if swept else None
+    xs = [r["params"].get(param) if param else r["point"] for r in rows]
+    if not all(isinstance(x, (int, float)) for x in xs):
+        xs = [r["point"] for r in rows]
+        param = None
+    fig, ax = plt.subplots(figsize=(8, 5))
+    meas = [(x, r) for x, r in zip(xs, rows) if r["measured"] is not None]
+    if meas:
+        ax.errorbar([x for x, _ in meas], [r["measured"] for _, r in meas],
+                    yerr=[[r["measured"] - (r["ci95"] or [r["measured"]] * 2)[0] for _, r in meas],
+                          [(r["ci95"] or [r["measured"]] * 2)[1] - r["measured"] for _, r in meas]],
+                    fmt="o", capsize=4, label="measured (95 % CI)")
+    model = [(x, r["model"]) for x, r in zip(xs, rows) if r["model"] is not None]
+    if model:
+        ax.plot([x for x, _ in model], [g for _, g in model], "s--", label="Markov model")
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xlabel(param or "point")
+    ax.set_ylabel("goodput gain of PAUSE (%)")
+    ax.set_title("PAUSE gain: measurement against the Markov model")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, out_dir, "pause_gain")
