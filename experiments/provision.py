@@ -121,9 +121,7 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
     argv = [ansible_tool("ansible-playbook"), "-i", str(Path(inventory).resolve()), str(book)]
     if check:
         argv.append("--check")
-    log = getattr(commands, "_log", None)
-    if log:
-        log(argv, "&")
+    commands.note(argv)   # started below with its own pipes, environment and directory
     result = PlaybookResult(book.name)
     t0 = time.monotonic()
     timed = lambda line: echo(f"[{time.monotonic() - t0:6.1f}s] {line}")
@@ -140,8 +138,7 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
         raise
     finally:
         _close_control(control, commands)
-    if log:
-        log(argv, str(proc.returncode))
+    commands.note(argv, str(proc.returncode))
     if result.failures:
         # hosts failing the same task the same way are named together
         grouped: dict[tuple[str, str], list[str]] = {}

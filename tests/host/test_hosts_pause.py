@@ -156,7 +156,7 @@ def test_ethtool_runs_over_ssh_through_the_testbed(bed, tmp_path):
     spec = PauseChainSpec.model_validate(pause_chain_spec("ethtool")["topology"])
     topo = spec.build(flows=1)
     log = tmp_path / "commands.log"
-    tb = HostsTestbed(topo, Commands(log), f"{bed.prefix}e", bed.inventory)
+    tb = HostsTestbed(topo, Commands(log), f"{bed.prefix}e", inventory=bed.inventory)
     try:
         assert tb.preflight() == []
         tool = Ethtool.on(tb, "n2")

@@ -55,7 +55,7 @@ def iperf3(tb, sender, receiver, seconds=3, port=5301):
 
 def test_router_mode_realises_the_dumbbell_and_restores_every_host(bed, tmp_path):
     log = tmp_path / "commands.log"
-    tb = HostsTestbed(topology(), Commands(log), f"{bed.prefix}t", bed.inventory)
+    tb = HostsTestbed(topology(), Commands(log), f"{bed.prefix}t", inventory=bed.inventory)
     assert tb.preflight() == []
     fwd_before = bed.exec("r1", ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip()
     link_before = json.loads(bed.exec("s1", ["ip", "-d", "-j", "link", "show", "lab0"]).stdout)[0]
@@ -123,7 +123,7 @@ def test_router_mode_realises_the_dumbbell_and_restores_every_host(bed, tmp_path
 
 
 def test_interrupted_run_restores_the_hosts(bed, tmp_path):
-    tb = HostsTestbed(topology(), Commands(), f"{bed.prefix}i", bed.inventory)
+    tb = HostsTestbed(topology(), Commands(), f"{bed.prefix}i", inventory=bed.inventory)
     with pytest.raises(KeyboardInterrupt):
         with tb:
             tb.up()
@@ -151,7 +151,7 @@ def test_wrong_interface_unreachable_host_and_unmapped_node_are_named_before_any
         groups["receivers"]["hosts"]["d1"]["ansible_host"] = f"{bed.subnet}.99"  # nothing listens there
         del groups["routers"]["hosts"]["r2"]
     inv = write_inventory(bed, tmp_path, breaks)
-    tb = HostsTestbed(topology(), Commands(), f"{bed.prefix}w", inv)
+    tb = HostsTestbed(topology(), Commands(), f"{bed.prefix}w", inventory=inv)
     problems = tb.preflight()
     assert any("node r2" in p and "no inventory host" in p for p in problems), problems
     tb.down()
@@ -159,7 +159,7 @@ def test_wrong_interface_unreachable_host_and_unmapped_node_are_named_before_any
     inv = write_inventory(bed, tmp_path, lambda g: (
         g["senders"]["hosts"]["s1"].update(ccrig_interfaces={"r1": "nosuch0"}),
         g["receivers"]["hosts"]["d1"].update(ansible_host=f"{bed.subnet}.99")))
-    tb = HostsTestbed(topology(), Commands(), f"{bed.prefix}w", inv)
+    tb = HostsTestbed(topology(), Commands(), f"{bed.prefix}w", inventory=inv)
     with pytest.raises(InputError) as e:
         tb.up()
     msg = str(e.value)
@@ -197,7 +197,7 @@ def test_qdisc_missing_in_a_hosts_kernel_is_named_before_anything(bed, ccrig):
 def test_host_without_sudo_is_refused(bed, tmp_path):
     user = bed.add_user("ns")
     inv = write_inventory(bed, tmp_path, lambda g: g["senders"]["hosts"]["s1"].update(ansible_user=user))
-    tb = HostsTestbed(topology(), Commands(), f"{bed.prefix}n", inv)
+    tb = HostsTestbed(topology(), Commands(), f"{bed.prefix}n", inventory=inv)
     problems = tb.preflight()
     tb.down()
     assert len(problems) == 1 and "host s1" in problems[0] and f"user {user} cannot run commands as root" in \
@@ -206,7 +206,7 @@ def test_host_without_sudo_is_refused(bed, tmp_path):
 
 def test_missing_inventory():
     with pytest.raises(InputError, match="no/such/inventory.yml"):
-        HostsTestbed(topology(), Commands(), "x", Path("/no/such/inventory.yml")).preflight()
+        HostsTestbed(topology(), Commands(), "x", inventory=Path("/no/such/inventory.yml")).preflight()
 
 
 def test_switch_mode_only_end_hosts_are_ours(tmp_path):
@@ -215,7 +215,7 @@ def test_switch_mode_only_end_hosts_are_ours(tmp_path):
         bed.exec("sw", ["tc", "qdisc", "add", "dev", "pd1", "root", "tbf", "rate", "10mbit", "burst", "20kb",
                         "latency", "50ms"])
         topo = topology()
-        tb = HostsTestbed(topo, Commands(), f"{bed.prefix}s", bed.inventory, bottleneck="switch")
+        tb = HostsTestbed(topo, Commands(), f"{bed.prefix}s", inventory=bed.inventory, bottleneck="switch")
         with tb:
             tb.up()
             assert not tb.owned("r1") and tb.owned("s1")
@@ -230,7 +230,8 @@ def test_switch_mode_only_end_hosts_are_ours(tmp_path):
             assert 0.7 * 10e6 < bps < 1.05 * 10e6, bps
         assert "198.18.255" not in bed.exec("s1", ["ip", "-br", "addr"]).stdout
         # delay on the switch's egress cannot be honoured, and says so before anything runs
-        tb = HostsTestbed(topology(rtt="20ms"), Commands(), f"{bed.prefix}s", bed.inventory, bottleneck="switch")
+        tb = HostsTestbed(topology(rtt="20ms"), Commands(), f"{bed.prefix}s", inventory=bed.inventory,
+                          bottleneck="switch")
         problems = tb.preflight()
         assert any("delay/loss cannot be applied by a hardware switch" in p for p in problems), problems
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ccrig.experiments.cleanup import SSH_DIR, _is_run
+from ccrig.topologies.testbeds.hosts.clean import SSH_DIR, run_named as _is_run
 from ccrig.tcp_modules import bpfobj, laws
 from ccrig.tcp_modules.bpf import NAME_RE, generated_name, prefix_tag
 from ccrig.tcp_modules.manager import CcSet

@@ -57,7 +57,7 @@ def chain_controller(spec, topo, testbed, commands: Commands, events_csv: Path |
     if getattr(testbed, "ns", None) is not None:
         return EmulatedPause(cfg, commands, events_csv)
     if workdir is None:
-        raise RunError(f"PAUSE controller on the {testbed.name} testbed: needs a directory for its program")
+        raise RunError(f"PAUSE controller on the {testbed.kind} testbed: needs a directory for its program")
     (n1, _), (n2, _) = spec.pause_nodes(topo)
     where = OnTestbed(testbed, n1, n2, agent_zip(workdir / "pause_agent.pyz"))
     return EmulatedPause(cfg, commands, events_csv, where)

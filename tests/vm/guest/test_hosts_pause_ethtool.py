@@ -117,7 +117,7 @@ def test_ethtool_over_ssh_enables_verifies_and_restores(bed, tmp_path):
     spec = specmod.validate(pause_chain_spec("ethtool"), "test")
     topo = spec.topology.build(1)
     log = tmp_path / "commands.log"
-    tb = HostsTestbed(topo, Commands(log), f"{bed.prefix}e", bed.inventory)
+    tb = HostsTestbed(topo, Commands(log), f"{bed.prefix}e", inventory=bed.inventory)
     try:
         assert tb.preflight() == []
         tool = Ethtool.on(tb, "n1")
@@ -154,7 +154,7 @@ def test_pause_run_on_hosts_sets_link_b_exports_counters_and_restores(bed, tmp_p
                 if not n.ok]
     assert problems == []
     topo = exp.topology.build(exp.n_flows)
-    tb = HostsTestbed(topo, commands, f"{bed.prefix}r", bed.inventory)
+    tb = HostsTestbed(topo, commands, f"{bed.prefix}r", inventory=bed.inventory)
     run = None
     try:
         tb.up()
