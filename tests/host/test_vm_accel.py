@@ -30,5 +30,5 @@ def test_probe_is_bounded_and_cached(tmp_path, monkeypatch):
     cache = json.loads((tmp_path / "ccrig" / "vm-accel.json").read_text())
     assert list(cache.values()) == [mode]
     # the cached answer: no probe runs
-    monkeypatch.setattr(vm, "probe_accel", lambda *a, **k: pytest.fail("probed again despite the cache"))
+    monkeypatch.setattr(vm.guest, "probe_accel", lambda *a, **k: pytest.fail("probed again despite the cache"))
     assert vm.accel_mode(kernel) == mode

@@ -14,7 +14,7 @@ from ccrig.topologies.testbeds import vm
 
 def test_releases_order_as_versions():
     releases = ["6.1.0-112-amd64", "6.10.0-1-amd64", "6.1.0-56-amd64", "5.10.0-30-amd64"]
-    assert sorted(releases, key=vm._version_key) == ["5.10.0-30-amd64", "6.1.0-56-amd64", "6.1.0-112-amd64",
+    assert sorted(releases, key=vm.kernel._version_key) == ["5.10.0-30-amd64", "6.1.0-56-amd64", "6.1.0-112-amd64",
                                                     "6.10.0-1-amd64"]
 
 
