@@ -1,18 +1,18 @@
 """The hosts testbed's per-command cost over SSH: the first command (connection set-up) and the following ones
 (multiplexed over the ControlMaster connection). Goal: well under 100 ms per command after the first.
 
-Runs against the one-machine test bed (tests/host/sshhosts.py): one namespace with its own sshd; needs root.
+Runs against the one-machine test bed (tests/support/sshhosts.py): one namespace with its own sshd; needs root.
 """
 import statistics
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
 
 from ccrig.commands import Commands  # noqa: E402
 from ccrig.topologies.testbeds.hosts import Inventory, SshHost  # noqa: E402
-from sshhosts import Host, SshHosts  # noqa: E402
+from support.sshhosts import Host, SshHosts  # noqa: E402
 
 N = 30
 

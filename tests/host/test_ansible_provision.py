@@ -1,4 +1,4 @@
-"""`ccrig provision` over real SSH: the site playbook provisions sshd-in-namespace hosts (tests/host/sshhosts.py),
+"""`ccrig provision` over real SSH: the site playbook provisions sshd-in-namespace hosts (tests/support/sshhosts.py),
 a second run changes nothing, --check runs clean, teardown stops what site started and is idempotent too.
 
 The hosts share this machine's filesystem and dpkg, so the packages role finds its packages installed (`make
@@ -13,7 +13,7 @@ import pytest
 
 from ccrig.experiments.provision import provision, run_playbook
 
-from sshhosts import dumbbell_bed
+from support.sshhosts import dumbbell_bed
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""Congestion-control laws on the hosts testbed, over real SSH (tests/host/sshhosts.py: namespaces with their own
+"""Congestion-control laws on the hosts testbed, over real SSH (tests/support/sshhosts.py: namespaces with their own
 sshd as the hosts, all sharing this machine's kernel).
 
 A run's BPF variants are registered on each sender's host through its SSH connection, under a name of that
@@ -24,7 +24,7 @@ from ccrig.tcp_modules import bpfobj, laws, manager
 from ccrig.tcp_modules.manager import generated_name, struct_ops_maps
 from ccrig.topologies.testbeds.netns import pids_in
 
-from sshhosts import dumbbell_bed
+from support.sshhosts import dumbbell_bed
 
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]

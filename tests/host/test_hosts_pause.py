@@ -1,4 +1,4 @@
-"""PAUSE on the hosts testbed over real SSH: namespaces with their own sshd as the hosts (tests/host/sshhosts.py),
+"""PAUSE on the hosts testbed over real SSH: namespaces with their own sshd as the hosts (tests/support/sshhosts.py),
 cabled by veth pairs, which implement no Ethernet flow control.
 
 A pause_chain spec asking for NIC flow control there must fail in preflight, before anything is set up on any
@@ -24,7 +24,7 @@ from ccrig.errors import InputError
 from ccrig.topologies.testbeds.hosts import HostsTestbed
 from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 
-from sshhosts import Host, SshHosts, pause_chain_spec
+from support.sshhosts import Host, SshHosts, pause_chain_spec
 
 
 def chain_bed() -> SshHosts:

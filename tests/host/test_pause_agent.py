@@ -6,7 +6,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import asdict
 
 import pytest
@@ -15,6 +14,7 @@ from conftest import veth_namespace
 from ccrig.commands import Commands
 from ccrig.topologies.pause.agent.config import EmulatedPauseConfig
 from ccrig.topologies.pause.agent.rtnl import in_namespace
+from support import wait
 
 AGENT, NODE2, STRAY = "198.19.250.1", "198.19.250.2", "198.19.250.3"
 RATE_BPS = 8_000_000
@@ -53,10 +53,7 @@ def send(ns: str, source: str, port: int, text: bytes) -> None:
 
 
 def wait_rate(c, ns, want, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while tbf_rate(c, ns) != want:
-        assert time.monotonic() < deadline, (tbf_rate(c, ns), want)
-        time.sleep(0.05)
+    wait.until(lambda: tbf_rate(c, ns) == want, timeout, f"link B's tbf at {want} bit/s")
 
 
 def test_agent_obeys_node_2_only_and_leaves_the_link_at_mu1(link):

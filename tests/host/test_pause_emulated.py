@@ -7,9 +7,6 @@ import csv
 import json
 import os
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +16,8 @@ from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.pause import chain_config, chain_controller
 from ccrig.topologies.pause.emulated import EmulatedPause, prometheus_samples
 from ccrig.topologies.pause_chain import PauseChainSpec
+from support import wait
+from support.exposition import render
 
 SECONDS = 5
 
@@ -57,7 +56,7 @@ def run_traffic(bed, topo):
     s, d = topo.pairs[0]
     server = bed.popen(d, ["iperf3", "-s", "-1", "-p", "5399"])
     try:
-        time.sleep(0.5)
+        wait.listening(lambda argv: bed.run(d, argv, check=False), 5399)
         bed.run(s, ["iperf3", "-c", bed.address(d), "-p", "5399", "-t", str(SECONDS), "-P", "4", "-C", "reno"],
                 timeout=SECONDS + 30)
     finally:
@@ -91,8 +90,6 @@ def test_pause_moves_the_backlog_upstream(chain, tmp_path):
     assert all(int(r["occupancy"]) > 12 for r in rows if r["event"] == "xoff")
     assert all(int(r["occupancy"]) < 8 for r in rows if r["event"] == "xon")
     # its statistics as Prometheus series pass promtool
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-    from test_pause_io import render
     text = render(prometheus_samples(stats, {"experiment": "t", "run": "r", "point": "0", "node": "n2"}))
     check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
@@ -165,11 +162,9 @@ def test_stop_restores_the_link_after_the_controller_died(chain):
     server = bed.popen(d, ["iperf3", "-s", "-1", "-p", "5396"])
     client = None
     try:
-        time.sleep(0.5)
+        wait.listening(lambda argv: bed.run(d, argv, check=False), 5396)
         client = bed.popen(s, ["iperf3", "-c", bed.address(d), "-p", "5396", "-t", "3", "-P", "4", "-C", "reno"])
-        deadline = time.time() + 10
-        while ctl.stats().xoff == 0 and time.time() < deadline:
-            time.sleep(0.05)
+        wait.until(lambda: ctl.stats().xoff, 10, "the controller's first XOFF")
         os.kill(ctl.proc.pid, signal.SIGKILL)
         stats = ctl.stop()
     finally:

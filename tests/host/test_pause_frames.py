@@ -12,6 +12,7 @@ from ccrig.commands import Commands
 from ccrig.topologies.pause.agent.controller import Frame
 from ccrig.topologies.pause.agent.frames import ETH_P_ALL, FrameActuator, decode, interface_mac
 from ccrig.topologies.pause.agent.rtnl import in_namespace
+from support import wait
 
 
 @pytest.fixture
@@ -115,7 +116,7 @@ def test_controller_sends_xoff_refresh_xon_frames(tmp_path):
         s, d = topo.pairs[0]
         server = bed.popen(d, ["iperf3", "-s", "-1", "-p", "5397"])
         try:
-            time.sleep(0.5)
+            wait.listening(lambda argv: bed.run(d, argv, check=False), 5397)
             bed.run(s, ["iperf3", "-c", bed.address(d), "-p", "5397", "-t", "3", "-P", "4", "-C", "reno"], timeout=40)
         finally:
             server.kill()

@@ -5,6 +5,7 @@ import pytest
 
 from ccrig.topologies.pause.ethtool import normalise_counters, parse_stats_text
 from ccrig.topologies.pause.agent.frames import decode, pause_frame
+from support.exposition import render
 
 
 def test_frame_layout():
@@ -66,26 +67,6 @@ def test_prometheus_samples_pass_promtool_names():
     assert re.search(r"^# TYPE ccrig_pause_xoff(_total)? counter$", text, re.M)
     assert re.search(r"^# TYPE ccrig_pause_reaction_seconds gauge$", text, re.M)
     assert 'ccrig_pause_reaction_seconds{experiment="e",point="0",run="r",stat="p50"} 0.0003' in text
-
-
-def render(samples) -> str:
-    """The exposition text of samples, with the pause series' types merged into the exporter's table."""
-    from ccrig.experiments.exporter import HELP, families
-    from prometheus_client import CollectorRegistry, generate_latest
-    from ccrig.topologies.pause.emulated import PAUSE_HELP
-
-    class Collector:
-        def collect(self):
-            yield from families(samples)
-    added = {k: v for k, v in PAUSE_HELP.items() if k not in HELP}
-    HELP.update(added)
-    try:
-        reg = CollectorRegistry()
-        reg.register(Collector())
-        return generate_latest(reg).decode()
-    finally:
-        for k in added:
-            HELP.pop(k)
 
 
 def test_agent_zip_is_reproducible_and_runs_without_ccrig(tmp_path):

@@ -65,8 +65,12 @@ class NetnsTestbed(Testbed):
         for node in topo.nodes:
             ns = self.ns(node.name)
             enter = ["nsenter", f"--net={NETNS_DIR / ns}"]
+            # IPv4 only, set before any link is up: IPv6's router solicitations and MLD reports would otherwise
+            # cross the measured links and the queues' counters (a fresh bottleneck would not start at 0)
+            sysctls = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
             if node.role == "router":
-                steps.append(([*enter, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"], None))
+                sysctls.append("net.ipv4.ip_forward=1")
+            steps.append(([*enter, "sysctl", "-q", "-w", *sysctls], None))
             lines = [["link", "set", "lo", "up"]]
             for x in ifs[node.name]:
                 lines += [["addr", "add", f"{x.address}/{x.prefix}", "dev", x.name],

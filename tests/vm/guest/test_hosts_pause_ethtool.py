@@ -1,5 +1,5 @@
 """PAUSE on the hosts testbed, over real SSH, on NICs that have the pause API: the guest's two e1000e NICs (on
-a qemu hub: topologies/vm.E1000E_QEMU_OPTS) are moved into two SSH hosts built by tests/host/sshhosts.py
+a qemu hub: topologies/vm.E1000E_QEMU_OPTS) are moved into two SSH hosts built by tests/support/sshhosts.py
 (network namespaces with their own sshd), where they are link B of a pause_chain: n1's lab0 to n2's lab0.
 
 Everything the hosts testbed does goes over SSH; every check is made from the other side too, with ethtool run
@@ -27,8 +27,7 @@ from ccrig.topologies.testbeds.hosts import HostsTestbed
 from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.append(str(ROOT / "tests" / "host"))  # appended: the host tier's module names must not shadow ours
-from sshhosts import Host, SshHosts, bed_prefix, pause_chain_spec  # noqa: E402
+from support.sshhosts import Host, SshHosts, bed_prefix, pause_chain_spec
 
 pytestmark = pytest.mark.slow_guest
 

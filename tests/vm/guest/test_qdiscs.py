@@ -1,7 +1,7 @@
 """Every queue discipline on a distribution kernel: it installs under the shaped bottleneck, carries traffic,
 and shows its signature with real flows.
 
-The dumbbell is the netns testbed's (tests/host/test_qdisc_bottleneck.py's Dumbbell): s1, s2 -5 Mbit/s-> r1
+The dumbbell is the netns testbed's (tests/support/dumbbell.py): s1, s2 -5 Mbit/s-> r1
 ==1 Mbit/s, discipline==> r2 -> d1, d2, with 10 ms of RTT added after the bottleneck. The access lines are
 shaped, as Keshav's fast lines feeding a slow one: a flood source starved of CPU then still arrives at the
 bottleneck as a steady stream at its line rate instead of in catch-up bursts. The rate is low because the guest's
@@ -17,20 +17,13 @@ tests check that it did rather than assume it. Signatures:
 """
 from __future__ import annotations
 
-import importlib.util
 import time
-from pathlib import Path
 
 import pytest
 
 from ccrig.qdiscs import KINDS, Red, stats
+from support.dumbbell import Dumbbell
 
-ROOT = Path(__file__).resolve().parents[3]
-_spec = importlib.util.spec_from_file_location("ccrig_qdisc_bottleneck",
-                                               ROOT / "tests" / "host" / "test_qdisc_bottleneck.py")
-_bottleneck = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_bottleneck)
-Dumbbell = _bottleneck.Dumbbell
 
 BUFFER = "50pkt"
 
