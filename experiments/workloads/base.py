@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from ccrig.analysis.intervals import FlowSeries, flow_interval
 from ccrig.topologies.testbed import Testbed
 
 SERVER_PORT = 5201
@@ -32,6 +33,11 @@ class Workload(BaseModel):
     # the sender's extra argv words that make it connect and wait for SIGUSR1 before sending, so a slow start
     # (Python in a guest under TCG) is over before the flow's start time; empty: started at its start time
     wait_go: ClassVar[tuple[str, ...]] = ()
+    # what the receiver writes to the archive (its stdout), formatted with the flow's index; "": nothing kept
+    server_output: ClassVar[str] = ""
+    # the flow is a TCP connection the TCP_INFO sampler measures; False (UDP): its receiver prints the
+    # sampler's lines itself into server_output, and the runner reads those instead (collectors.ReceiverLog)
+    tcp_info: ClassVar[bool] = True
 
     # --- the programs -----------------------------------------------------------------------------------
     def server_argv(self, flow: Flow, bind: str) -> list[str]:
@@ -51,6 +57,12 @@ class Workload(BaseModel):
     def connected(self, testbed: Testbed, flow: Flow) -> bool:
         """Whether a sender started ahead (wait_go) has connected and waits for its signal."""
         return _ss(testbed, flow.sender, ["-Htn", "state", "established", f"sport = :{flow.client_port}"])
+
+    # --- measurement ---------------------------------------------------------------------------------
+    def interval(self, series: FlowSeries, a: float, b: float, share: float) -> dict:
+        """The flow's metrics over [a, b] from its sender's counters (a UDP kind: its receiver's), share its
+        fair share (analysis/intervals.py)."""
+        return flow_interval(series, a, b, share)
 
     # --- results --------------------------------------------------------------------------------------
     def result(self, flow: Flow, out_dir: Path) -> Any:

@@ -27,8 +27,12 @@ class Traffic:
         if any(f.workload.script for f in self.flows):
             timeout = max(timeout, 60)   # a Python server takes seconds to start in a guest under TCG (vm)
         for f in self.flows:
+            out = subprocess.DEVNULL
+            if f.workload.server_output:   # the receiver's own log (UDP sources, interactive)
+                out = open(self.out_dir / f.workload.server_output.format(index=f.index), "w")
+                self._files.append(out)
             self.servers.append(self.testbed.popen(f.receiver, self._argv(f.receiver, f, f.server_argv(
-                self.testbed.address(f.receiver)))))
+                self.testbed.address(f.receiver))), stdout=out))
         deadline = time.monotonic() + timeout
         for f in self.flows:
             # the server may need a moment to bind
@@ -38,6 +42,10 @@ class Traffic:
                                    f"{f.receiver}:{f.server_port} within {timeout:g} s")
                 time.sleep(0.05)
         self._park_clients(timeout)
+
+    def server_of(self, f: Flow) -> subprocess.Popen:
+        """The flow's receiver process (started by start_servers)."""
+        return self.servers[self.flows.index(f)]
 
     def _park_clients(self, timeout: float) -> None:
         """Starts ahead of time, where a signal reaches them, the senders whose kind waits for one (wait_go):

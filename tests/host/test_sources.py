@@ -1,0 +1,114 @@
+"""The traffic sources of issue 15 on a real dumbbell (experiments/workloads/: poisson, onoff, flood, cbr,
+interactive): the physics checked from the receiver's own log (the kernel's receive timestamps of every packet),
+not from what the sender meant to do."""
+import json
+import statistics
+
+from conftest import dumbbell, leftovers
+
+
+def _packets(ccrig, flow: int) -> list[list[float]]:
+    """[seq, t_send, t_recv, bytes] of every packet the flow's receiver logged, in arrival order."""
+    path = ccrig.run_dirs()[-1] / f"points/000/rep0/receiver-{flow}.jsonl"
+    return [p for line in path.read_text().splitlines() for p in json.loads(line)["p"]]
+
+
+def _rep(ccrig) -> dict:
+    return ccrig.summary()["points"][0]["repetitions"][0]
+
+
+def test_poisson_has_exponential_gaps_at_its_mean_rate(ccrig):
+    # 1000 packets/s for 15 s: ~15000 gaps, so chance moves the mean rate by 0.8 % (1/sqrt(n), 3 % is 3.7
+    # sigma) and the CV by ~1 %; and a stall of this VM's CPU (seen: 35 ms once, even at real-time priority)
+    # adds (35/1)^2 / 15000 = 0.08 to CV^2 at a 1 ms mean gap, where at 0.5 ms it took the CV to 1.14
+    p = ccrig.run(dumbbell([{"workload": {"kind": "poisson", "rate": "1000pps", "size": "100b"}}], duration="15s",
+                           rate="100mbit"))
+    assert p.returncode == 0, p.stderr
+    t = [r[2] for r in _packets(ccrig, 0)]
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    mean = statistics.fmean(gaps)
+    cv = statistics.pstdev(gaps) / mean
+    print(f"poisson: {len(t)} packets, {1 / mean:.1f} packets/s, interarrival CV {cv:.3f}")
+    assert len(t) >= 2000
+    assert abs(1 / mean / 1000 - 1) < 0.03
+    assert abs(cv - 1) < 0.1
+    entry = _rep(ccrig)["poisson"][0]
+    assert entry["receiver_packets"] == len(t) and entry["sender_vs_receiver"] == 0 and entry["loss"] == 0
+    assert abs(entry["interarrival_s"]["cv"] - cv) < 1e-9
+    # one clock on netns: the one-way delay is the path's, well under a millisecond on an idle 100 Mbit/s link
+    assert 0 < entry["one_way_delay_s"]["p50"] < 1e-3
+    # the interval rows are the receiver's: goodput is the delivered payload
+    assert abs(ccrig.summary()["points"][0]["flows"][0]["goodput_bps"]["mean"] / (1000 * 100 * 8) - 1) < 0.1
+
+
+def test_onoff_periods_and_flood_at_the_access_rate(ccrig):
+    spec = dumbbell([{"workload": {"kind": "onoff", "rate": "1000pps", "size": "200b", "on": "1s", "off": "1s"}},
+                     {"workload": {"kind": "flood"}}], duration="8s", rate="100mbit",
+                    topology={"name": "dumbbell", "access": {"rate": "20mbit"},
+                              "bottleneck": {"rate": "100mbit", "buffer": "100pkt", "qdisc": "pfifo"}})
+    p = ccrig.run(spec)
+    assert p.returncode == 0, p.stderr
+    # onoff: runs of packets at the receiver, split at gaps longer than half a period
+    t = [r[2] for r in _packets(ccrig, 0)]
+    runs, start = [], t[0]
+    for a, b in zip(t, t[1:]):
+        if b - a > 0.5:
+            runs.append((start, a))
+            start = b
+    runs.append((start, t[-1]))
+    on = [b - a for a, b in runs[:-1]]           # the last may be cut by the end of the run
+    off = [c - b for (_, b), (c, _) in zip(runs, runs[1:])]
+    print(f"onoff: on {[round(x, 4) for x in on]} s, off {[round(x, 4) for x in off]} s")
+    assert len(on) >= 3 and len(off) >= 3
+    assert all(abs(x - 1) < 0.05 for x in on + off)
+    assert _rep(ccrig)["onoff"][0]["periods"]["on_s"][:len(on)] == on
+    # flood: what its receiver got, in wire bits, against the 20 Mbit/s access link
+    got = _packets(ccrig, 1)
+    span = got[-1][2] - got[0][2]
+    wire = 8 * (len(got) - 1) * (1472 + 42) / span
+    entry = _rep(ccrig)["flood"][0]
+    print(f"flood: {len(got)} packets, {wire / 1e6:.2f} Mbit/s on the wire, sender sent {entry['sender_packets']}")
+    assert wire >= 0.9 * 20e6
+    assert wire <= 1.02 * 20e6
+    assert entry["receiver_packets"] == len(got) and abs(entry["delivered_wire_bps"] - wire) < 1
+
+
+def _latency_p50(ccrig, flow: int, window=(0.0, 1e9)) -> float:
+    """The median latency of the messages sent within window (seconds after the first)."""
+    got = _packets(ccrig, flow)
+    t0 = min(r[1] for r in got)
+    return statistics.median(r[2] - r[1] for r in got if window[0] <= r[1] - t0 < window[1])
+
+
+def test_interactive_latency_idle_and_behind_a_full_drop_tail_queue(ccrig):
+    idle = ccrig.run(dumbbell([{"workload": {"kind": "interactive", "think": "20ms"}}], duration="5s"))
+    assert idle.returncode == 0, idle.stderr
+    p50_idle = _latency_p50(ccrig, 0)
+    entry = _rep(ccrig)["interactive"][0]
+    assert entry["receiver_messages"] == entry["sender_messages"] > 100
+    assert abs(entry["latency_s"]["p50"] - p50_idle) < 1e-9
+    one_tx = (40 + 66) * 8 / 10e6       # a 40-byte message in one frame at 10 Mbit/s
+    assert p50_idle < 2e-3 + one_tx
+
+    # behind a bulk flow that keeps the 100-packet drop-tail queue full: its delay is added to every message
+    # (from 2 s on, once the bulk flow's slow start has filled it, until it ends at 8 s)
+    busy = ccrig.run(dumbbell([{"cc": "cubic"}, {"workload": {"kind": "interactive", "think": "20ms"}}],
+                              duration="8s"))
+    assert busy.returncode == 0, busy.stderr
+    p50_busy = _latency_p50(ccrig, 1, (2.0, 7.5))
+    queue = 100 * 1514 * 8 / 10e6       # 121 ms
+    print(f"interactive: p50 idle {p50_idle * 1e3:.3f} ms, behind a bulk flow {p50_busy * 1e3:.1f} ms "
+          f"(a full queue: {queue * 1e3:.1f} ms)")
+    # cubic keeps the queue between 0.7 and 1 of full after its first loss
+    assert 0.6 * queue < p50_busy - p50_idle < 1.1 * queue
+
+
+def test_bad_sources_are_refused_before_anything_is_set_up(ccrig):
+    for workload, field in (({"kind": "poisson", "rate": "-5mbit"}, "flows[0].workload.rate"),
+                            ({"kind": "onoff", "rate": "5mbit"}, "flows[0].workload.on"),
+                            ({"kind": "onoff", "rate": "5mbit", "on": "1s", "off": "0s"}, "flows[0].workload.off"),
+                            ({"kind": "cbr"}, "flows[0].workload.rate")):
+        p = ccrig.run(dumbbell([{"workload": workload}]))
+        assert p.returncode == 2, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and field in p.stderr, p.stderr
+        assert leftovers(p.pid) == [] and ccrig.run_dirs() == []
