@@ -4,6 +4,7 @@
   ccrig model pause --figure fig4                                   the model curves of the paper's Figs. 4–7
   ccrig model gaimd --p 0.01 --rtt 0.1 --beta 0.875 --friendly      GAIMD / Padhye / Mathis predictions
 
+Each prints a table, or with --json one JSON document holding the same numbers (the rows, unrounded).
 Numbers given as a single value, a comma list (0.1,0.5,1) or an inclusive range start:stop:step (0.1:1:0.1).
 """
 from __future__ import annotations
@@ -17,16 +18,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ccrig import jsondoc
 from ccrig.errors import CcrigError, InputError
 
-from . import pause_markov as pm
 from . import throughput as tp
+
+# pause_markov (numpy, scipy) is imported by the commands that solve the model, not here: every `ccrig` command
+# line loads this module, and a usage error or a spec check should answer without waiting for scipy.
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Analytical models: the Markov PAUSE model and the throughput equations.")
 console = Console(width=None if sys.stdout.isatty() else 200)
 
 VALUES_HELP = "a value, a comma list (a,b,c) or an inclusive range start:stop:step"
+JSON_HELP = "print one JSON document (the same numbers, unrounded) instead of a table"
 
 
 def parse_values(option: str, text: str, integer: bool = False) -> list:
@@ -81,40 +86,58 @@ def pause(lam: str = typer.Option("25,1", help="the TCP rate levels λ1 > … > 
           increase_when_down: bool = typer.Option(False, help="apply transition 13 (rate increase) also while "
                                                   "queue 2 is down; as printed it applies only while up"),
           gain: bool = typer.Option(True, help="also solve with T1 = B2 and print the PAUSE gain in %"),
-          method: str = typer.Option("auto", help="stationary solver: auto, direct or iterative")):
+          method: str = typer.Option("auto", help="stationary solver: auto, direct or iterative"),
+          as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """The Markov model of 802.3x PAUSE with TCP: performance measures and the gain of hop-by-hop control."""
+    from . import pause_markov as pm  # lazy: scipy
     if method not in ("auto", "direct", "iterative"):
         raise InputError(f"--method: got {method!r}; expected auto, direct or iterative")
     if figure is not None:
         names = list(pm.FIGURES) if figure == "all" else [figure]
-        for name in names:
-            if name not in pm.FIGURES:
-                raise InputError(f"--figure: got {figure!r}; expected one of {', '.join(pm.FIGURES)} or all")
-            _print_figure(name, increase_when_down)
+        if any(name not in pm.FIGURES for name in names):
+            raise InputError(f"--figure: got {figure!r}; expected one of {', '.join(pm.FIGURES)} or all")
+        figures = [_figure(name, increase_when_down) for name in names]
+        if as_json:
+            jsondoc.emit({"model": "pause", "figures": figures})
+        for fig in [] if as_json else figures:
+            _print_figure(fig)
         return
     levels = parse_values("--lam", lam)
     t1s = parse_values("--t1", t1, integer=True)
     t2s = parse_values("--t2", t2, integer=True) if t2 else [None]
     rtts = parse_values("--rtt", rtt)
+    rows = []
+    for T1, T2, R in itertools.product(t1s, t2s, rtts):
+        p = _params(levels, mu1, mu2, nu, b1, b2, T1, T1 if T2 is None else T2, R, increase_when_down)
+        m = pm.solve(p, method=method)
+        row = {"T1": p.T1, "T2": p.T2, "rtt_s": R, "recurrent_states": m.n_recurrent, "states": m.n_states,
+               **{key: getattr(m, key) for _, key in MEASURE_COLUMNS}}
+        if gain:
+            off = pm.solve(p.without_pause(), method=method)
+            row["gain_percent"] = 100.0 * (m.throughput - off.throughput) / off.throughput
+        rows.append(row)
+    if as_json:
+        jsondoc.emit({"model": "pause", "parameters": {"lam": levels, "mu1": mu1, "mu2": mu2, "nu": nu, "B1": b1,
+                                                       "B2": b2, "increase_when_down": increase_when_down,
+                                                       "method": method},
+                      "rows": rows})
+        return
     table = Table(title="PAUSE Markov model (rates in packets/s; states: recurrent/all)",
                   caption=f"λ = {tuple(levels)}, μ1 = {mu1:g}, μ2 = {mu2:g}, ν = {nu:g}, B1 = {b1}, B2 = {b2}"
                           + (", transition 13 also while down" if increase_when_down else ""))
     for head in ["T1", "T2", "RTT s", "states", *[h for h, _ in MEASURE_COLUMNS]] + (["gain %"] if gain else []):
         table.add_column(head, justify="right")
-    for T1, T2, R in itertools.product(t1s, t2s, rtts):
-        p = _params(levels, mu1, mu2, nu, b1, b2, T1, T1 if T2 is None else T2, R, increase_when_down)
-        m = pm.solve(p, method=method)
-        row = [str(p.T1), str(p.T2), _fmt(R), f"{m.n_recurrent}/{m.n_states}",
-               *[_fmt(getattr(m, key)) for _, key in MEASURE_COLUMNS]]
-        if gain:
-            off = pm.solve(p.without_pause(), method=method)
-            row.append(f"{100.0 * (m.throughput - off.throughput) / off.throughput:+.3f}")
-        table.add_row(*row)
+    for row in rows:
+        table.add_row(str(row["T1"]), str(row["T2"]), _fmt(row["rtt_s"]),
+                      f"{row['recurrent_states']}/{row['states']}",
+                      *[_fmt(row[key]) for _, key in MEASURE_COLUMNS],
+                      *([f"{row['gain_percent']:+.3f}"] if gain else []))
     console.print(table)
 
 
-def _params(levels, mu1, mu2, nu, b1, b2, T1, T2, rtt, increase_when_down) -> pm.PauseParams:
+def _params(levels, mu1, mu2, nu, b1, b2, T1, T2, rtt, increase_when_down):
     """PauseParams with its field errors re-worded as the command line's options."""
+    from . import pause_markov as pm  # lazy: scipy
     try:
         return pm.PauseParams(lam=tuple(levels), mu1=mu1, mu2=mu2, nu=nu, B1=b1, B2=b2, T1=T1, T2=T2, rtt=rtt,
                               increase_when_down=increase_when_down).validate()
@@ -123,18 +146,27 @@ def _params(levels, mu1, mu2, nu, b1, b2, T1, T2, rtt, increase_when_down) -> pm
         raise InputError(f"--{name.lower()}:{rest}") from None
 
 
-def _print_figure(name: str, increase_when_down: bool) -> None:
+def _figure(name: str, increase_when_down: bool) -> dict:
+    """A paper figure's model curves: {figure, x, values, curves: {label: {parameters, gain_percent}}}."""
+    from . import pause_markov as pm  # lazy: scipy
     fig = pm.FIGURES[name]
     curves = pm.figure_curves(name, increase_when_down)
-    base = ", ".join(f"{label}: λ={c['lam']}" + "".join(f", {k}={v}" for k, v in c.items() if k != "lam")
+    return {"figure": name, "x": fig["x"], "values": list(fig["values"]),
+            "curves": {label: {"parameters": fig["curves"][label], "gain_percent": [g for _, g in points]}
+                       for label, points in curves.items()}}
+
+
+def _print_figure(fig: dict) -> None:
+    base = ", ".join(f"{label}: λ={c['parameters']['lam']}"
+                     + "".join(f", {k}={v}" for k, v in c["parameters"].items() if k != "lam")
                      for label, c in fig["curves"].items())
-    table = Table(title=f"{name}: PAUSE gain % against {fig['x']}",
+    table = Table(title=f"{fig['figure']}: PAUSE gain % against {fig['x']}",
                   caption=f"μ1=100, μ2=2, ν=15, B1=10, B2=20; {base}")
     table.add_column(fig["x"], justify="right")
-    for label in curves:
+    for label in fig["curves"]:
         table.add_column(label, justify="right")
     for k, x in enumerate(fig["values"]):
-        table.add_row(_fmt(x), *[f"{curves[label][k][1]:+.3f}" for label in curves])
+        table.add_row(_fmt(x), *[f"{c['gain_percent'][k]:+.3f}" for c in fig["curves"].values()])
     console.print(table)
 
 
@@ -147,16 +179,14 @@ def gaimd(p: str = typer.Option(..., "--p", help=f"loss event rate in (0, 1]: {V
           beta: str = typer.Option("0.5", help=f"multiplicative decrease factor β in (0, 1): {VALUES_HELP}"),
           friendly: bool = typer.Option(False, help="take α = 4(1−β²)/3 (TCP-friendly) instead of --alpha"),
           segment: int = typer.Option(1448, help="segment payload in bytes, for the bit rates"),
-          c: float = typer.Option(tp.MATHIS_C, help="Mathis' constant c (√(3/2) ≈ 1.22)")):
+          c: float = typer.Option(tp.MATHIS_C, help="Mathis' constant c (√(3/2) ≈ 1.22)"),
+          as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """GAIMD (Yang–Lam), Padhye and Mathis throughput predictions in packets/s and bit/s."""
     ps, rtts = parse_values("--p", p), parse_values("--rtt", rtt)
     alphas, betas = parse_values("--alpha", alpha), parse_values("--beta", beta)
     if segment <= 0:
         raise InputError(f"--segment: got {segment!r}; expected a positive number of bytes")
-    table = Table(title=f"Throughput equations (T0 = {t0:g} s, b = {b:g}, segment = {segment} B, c = {c:.4g})")
-    for head in ["p", "RTT s", "α", "β", "GAIMD pkt/s", "GAIMD Mbit/s", "Padhye pkt/s", "Padhye Mbit/s",
-                 "Mathis pkt/s", "Mathis Mbit/s"]:
-        table.add_column(head, justify="right")
+    rows = []
     for P, R, A, B in itertools.product(ps, rtts, [None] if friendly else alphas, betas):
         try:
             a = tp.tcp_friendly_alpha(B) if friendly else A
@@ -166,9 +196,22 @@ def gaimd(p: str = typer.Option(..., "--p", help=f"loss event rate in (0, 1]: {V
         except InputError as e:
             name, _, rest = str(e).partition(":")
             raise InputError(f"--{name}:{rest}") from None
-        mbit = 8.0 * segment / 1e6
-        table.add_row(_fmt(P), _fmt(R), _fmt(a), _fmt(B), _fmt(g), _fmt(g * mbit), _fmt(pad), _fmt(pad * mbit),
-                      _fmt(mat), _fmt(mat * mbit))
+        bits = 8.0 * segment
+        rows.append({"p": P, "rtt_s": R, "alpha": a, "beta": B, "gaimd_pps": g, "gaimd_bps": g * bits,
+                     "padhye_pps": pad, "padhye_bps": pad * bits, "mathis_pps": mat, "mathis_bps": mat * bits})
+    if as_json:
+        jsondoc.emit({"model": "gaimd", "parameters": {"t0_s": t0, "b": b, "segment_bytes": segment, "c": c,
+                                                       "friendly": friendly},
+                      "rows": rows})
+        return
+    table = Table(title=f"Throughput equations (T0 = {t0:g} s, b = {b:g}, segment = {segment} B, c = {c:.4g})")
+    for head in ["p", "RTT s", "α", "β", "GAIMD pkt/s", "GAIMD Mbit/s", "Padhye pkt/s", "Padhye Mbit/s",
+                 "Mathis pkt/s", "Mathis Mbit/s"]:
+        table.add_column(head, justify="right")
+    for r in rows:
+        table.add_row(*[_fmt(r[k]) for k in ("p", "rtt_s", "alpha", "beta", "gaimd_pps")], _fmt(r["gaimd_bps"] / 1e6),
+                      _fmt(r["padhye_pps"]), _fmt(r["padhye_bps"] / 1e6), _fmt(r["mathis_pps"]),
+                      _fmt(r["mathis_bps"] / 1e6))
     console.print(table)
 
 

@@ -1,12 +1,14 @@
 """Pydantic field types for quantities written with units in a spec ("10mbit", "20ms", "100pkt").
 
-Each is parsed once, when the spec is validated; the model then holds SI numbers (see experiments/units.py).
+Each is parsed once, when the spec is validated; the model then holds SI numbers (see ccrig/units.py), and is
+checked against the range it may take (units.py states them and why): rates tc can shape, positive sizes,
+times from 0 to a day, counts of flows and host pairs a testbed can build.
 """
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import AfterValidator, BeforeValidator, PlainSerializer
 
 from . import units
 
@@ -26,8 +28,8 @@ def _time(v):
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         raise ValueError(f"a time needs a unit; expected {units.TIME_HELP}")
     t = _wrap(units.parse_time)(v)
-    if t < 0:
-        raise ValueError(f"a time cannot be negative; expected {units.TIME_HELP}")
+    if not 0 <= t <= units.MAX_TIME_S:
+        raise ValueError(f"expected a time from 0 to 1 day ({units.MAX_TIME_S:g}s), {units.TIME_HELP}")
     return t
 
 
@@ -46,3 +48,22 @@ def _ratio(v):
 
 
 RatioField = Annotated[float, BeforeValidator(_ratio)]
+
+
+# How many flows a spec may have in all. Every flow is an iperf3 server and client (ports 5201 + i and
+# 40001 + i, which must not meet) with its sampler, started one command at a time; more than a thousand is never
+# a congestion experiment on one machine but a typo. How many host pairs a topology builds is the topology's
+# own limit (its address plan): topologies/dumbbell.py.
+MAX_FLOWS = 1000
+
+
+def count_range(what: str, most: int, why: str):
+    """A validator body: an int from 1 to most, the message naming the range and why it ends there."""
+    def check(v: int) -> int:
+        if not 1 <= v <= most:
+            raise ValueError(f"expected 1..{most} {what} ({why})")
+        return v
+    return check
+
+
+FlowCount = Annotated[int, AfterValidator(count_range("flows", MAX_FLOWS, "the most one run starts"))]

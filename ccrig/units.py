@@ -19,6 +19,26 @@ _BYTES = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024, "mib": 1024 ** 2
 _PACKETS = {"pkt", "pkts", "p", "packet", "packets"}
 
 
+# --- the ranges a spec's quantities must lie in, and why -------------------------------------------------
+# Rates: what tc can shape, checked with htb on kernel 6.18 / iproute2: tc keeps a rate in whole bytes per second
+# and refuses less than one ('"rate" is required' for 7bit); htb's rate field holds 32 bits of bytes/s, so
+# 2^32 bytes/s (34.36 Gbit/s) is the most it takes as given; above it tc falls back to a 64-bit extension
+# and the class's burst is no longer kept (15140 bytes set, 10000b shown at 40gbit).
+MIN_RATE_BPS = 8.0
+MAX_RATE_BPS = 8.0 * 2 ** 32
+RATE_RANGE = "from 8bit (1 byte/s, the least tc shapes) to 34.36gbit (2^32 bytes/s, the most htb's rate holds)"
+# Buffers: at least one full-size packet (a smaller queue drops every full-size packet, and the run ends in
+# "No route to host" from iperf3), at most 2^32 - 1 packets or bytes (tc's fifo limits are 32 bits).
+MAX_LIMIT = 2 ** 32 - 1
+# Times: a day at most; no experiment, delay or timer of ours is longer, and a typo (20s for 20ms) is caught.
+MAX_TIME_S = 86400.0
+
+
+def wire_bytes(mtu: int) -> int:
+    """A full-size packet as a queue sees it: the IP packet plus the Ethernet header."""
+    return mtu + 14
+
+
 class UnitError(ValueError):
     """A value that is not a quantity of the expected kind; the message says what is accepted."""
 
@@ -78,7 +98,16 @@ def parse_rate(text) -> Rate:
         raise UnitError(f"unknown rate unit {unit!r}; expected {RATE_HELP}")
     if num <= 0:
         raise UnitError(f"a rate must be positive; expected {RATE_HELP}")
+    if value.bits_per_s is not None:
+        check_bps(value.bits_per_s)
     return value
+
+
+def check_bps(bps: float) -> None:
+    """Raises UnitError unless a rate in bit/s is one tc can shape (RATE_RANGE). A packets/s rate is checked
+    where its packet size is known (the topology), after conversion."""
+    if not MIN_RATE_BPS <= bps <= MAX_RATE_BPS:
+        raise UnitError(f"expected a rate {RATE_RANGE}")
 
 
 def parse_time(text) -> float:
@@ -90,6 +119,8 @@ def parse_time(text) -> float:
 
 def parse_size(text) -> Size:
     num, unit = _split(text, "size", SIZE_HELP)
+    if num <= 0:
+        raise UnitError(f"a size must be positive; expected {SIZE_HELP}")
     if unit in _PACKETS:
         if num != int(num):
             raise UnitError(f"a packet count must be whole; expected {SIZE_HELP}")
@@ -97,6 +128,17 @@ def parse_size(text) -> Size:
     if unit in _BYTES:
         return Size(bytes=int(round(num * _BYTES[unit])))
     raise UnitError(f"unknown size unit {unit!r}; expected {SIZE_HELP}")
+
+
+def buffer_problem(size: Size, wire_bytes: int) -> str | None:
+    """What is wrong with a link buffer for packets of wire_bytes on the wire, or None: at least one full-size
+    packet, at most MAX_LIMIT packets or bytes."""
+    least = f"at least 1 packet or one full-size packet in bytes ({wire_bytes}b)"
+    if size.packets is not None:
+        ok = 1 <= size.packets <= MAX_LIMIT
+    else:
+        ok = wire_bytes <= size.bytes <= MAX_LIMIT
+    return None if ok else f"a buffer of {least} and at most {MAX_LIMIT} packets or bytes (tc's 32-bit limit)"
 
 
 def format_bps(bps: float) -> str:

@@ -15,15 +15,10 @@ from typing import Annotated, ClassVar, Optional, Sequence, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from ccrig.fields import TimeField
-from ccrig.units import Size, parse_size
+from ccrig.units import Size, parse_size, wire_bytes
 
 # tc's default queue length for a device (txqueuelen), used when neither the discipline nor the link sets one
 DEFAULT_PACKETS = 1000
-
-
-def wire_bytes(mtu: int) -> int:
-    """A full-size packet as the qdisc sees it: the IP packet plus the Ethernet header."""
-    return mtu + 14
 
 
 def packet_limit(limit: int | None, buffer: Size | None, mtu: int, default: int = DEFAULT_PACKETS) -> int:

@@ -12,15 +12,48 @@ on the data path only.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
-from ccrig.fields import RateField, RatioField, SizeField, TimeField
+from ccrig.errors import field_error
+from ccrig.fields import RateField, RatioField, SizeField, TimeField, count_range
+from ccrig.units import RATE_RANGE, UnitError, buffer_problem, check_bps
 from ccrig.qdiscs import Pfifo, qdisc_union
 from .topology import Egress, Topology
 
 QdiscField = qdisc_union()
+# an added round-trip time beyond a minute is no path a congestion controller meets (TCP's RTO tops out at 120 s)
+MAX_RTT_S = 60.0
+
+
+def _mtu(v: int) -> int:
+    # 576: the IPv4 datagram every host must take (RFC 791); 9000: jumbo frames, the most real NICs carry
+    if not 576 <= v <= 9000:
+        raise ValueError("expected an MTU of 576..9000 bytes")
+    return v
+
+
+MtuField = Annotated[int, AfterValidator(_mtu)]
+
+# Sender/receiver host pairs a topology can address: link i is the subnet 198.18.i.0/24, then 198.19.(i-256).0/24
+# (topology.py), 512 links in all; a dumbbell of n pairs has 2n + 1 links, a pause_chain of n > 1 pairs 2n + 3.
+MAX_PAIRS = 254
+PairCount = Annotated[int, AfterValidator(count_range("host pairs", MAX_PAIRS, "the topology's address plan has "
+                                                      "512 links, two per pair"))]
+
+
+def check_rate(path: str, rate, wire_bytes: int, scale: float = 1.0) -> None:
+    """A link's rate as the run shapes it (packets/s counted with full-size frames, times a topology's scale)
+    must be one tc can shape (ccrig.units)."""
+    if rate is None:
+        return
+    try:
+        check_bps(rate.bps(wire_bytes) * scale)
+    except UnitError:
+        scaled = f" times scale {scale:g}" if scale != 1 else ""
+        raise field_error(path, str(rate), f"a rate{scaled} {RATE_RANGE}, counted in bits with "
+                                           f"{wire_bytes}-byte frames") from None
 
 
 class Bottleneck(BaseModel):
@@ -44,8 +77,21 @@ class DumbbellSpec(BaseModel):
     rtt: TimeField = 0.0
     loss: RatioField = 0.0
     # sender/receiver pairs; by default one pair per flow
-    pairs: int | None = None
-    mtu: int = 1500
+    pairs: PairCount | None = None
+    mtu: MtuField = 1500
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        wire = self.mtu + 14
+        for path, rate in (("topology.bottleneck.rate", self.bottleneck.rate),
+                           ("topology.access.rate", self.access.rate)):
+            check_rate(path, rate, wire)
+        buffer = self.bottleneck.buffer
+        if buffer is not None and buffer_problem(buffer, wire):
+            raise field_error("topology.bottleneck.buffer", str(buffer), buffer_problem(buffer, wire))
+        if self.rtt > MAX_RTT_S:
+            raise field_error("topology.rtt", f"{self.rtt:g}s", f"at most {MAX_RTT_S:g}s")
+        return self
 
     def build(self, flows: int) -> Topology:
         n = self.pairs or flows

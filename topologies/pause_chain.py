@@ -24,8 +24,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, fi
 
 from ccrig.errors import field_error
 from ccrig.fields import RateField, SizeField, TimeField
-from ccrig.units import Rate, Size, UnitError, parse_rate
+from ccrig.units import Rate, Size, UnitError, buffer_problem, parse_rate, wire_bytes
 from ccrig.qdiscs import Pfifo
+from .dumbbell import MAX_RTT_S, MtuField, PairCount, check_rate
 from .pause.agent.controller import MAX_QUANTA
 from .topology import Egress, Topology
 
@@ -86,6 +87,14 @@ class PauseSettings(BaseModel):
             raise ValueError("expected a threshold of at least 1 packet")
         return v
 
+    @field_validator("poll")
+    @classmethod
+    def _poll(cls, v):
+        # the controller reads B2 at most this often: below 10 us it only burns a core, above 1 s PAUSE is late
+        if not 10e-6 <= v <= 1.0:
+            raise ValueError("expected a time from 10us to 1s")
+        return v
+
     @field_validator("quanta")
     @classmethod
     def _quanta(cls, v):
@@ -109,17 +118,23 @@ class PauseChainSpec(BaseModel):
     pause: PauseSettings | None = None
     rtt: TimeField = 0.0            # at scale 1; the run uses rtt / scale
     scale: float = 1.0
-    pairs: int = 1                  # sender/receiver host pairs
-    mtu: int = 1500
+    pairs: PairCount = 1            # sender/receiver host pairs
+    mtu: MtuField = 1500
 
     @model_validator(mode="after")
     def _consistent(self):
         if not self.scale > 0:
             raise field_error("topology.scale", self.scale, "a positive factor applied to every rate")
-        if self.pairs < 1:
-            raise field_error("topology.pairs", self.pairs, "at least 1 sender/receiver pair")
         if self.link_b.buffer is None:
             raise field_error("topology.link_b.buffer", None, 'node 1\'s buffer B1 in packets, e.g. "10pkt"')
+        for name in ("link_a", "link_b", "link_c"):
+            link = getattr(self, name)
+            # the rates the run shapes: scaled, packets/s counted with full-size frames
+            check_rate(f"topology.{name}.rate", link.rate, self.wire, self.scale)
+            if link.buffer is not None and buffer_problem(link.buffer, self.wire):
+                raise field_error(f"topology.{name}.buffer", str(link.buffer), buffer_problem(link.buffer, self.wire))
+        if self.rtt > MAX_RTT_S:
+            raise field_error("topology.rtt", f"{self.rtt:g}s", f"at most {MAX_RTT_S:g}s")
         p = self.pause
         if p is None:
             return self
@@ -133,6 +148,8 @@ class PauseChainSpec(BaseModel):
                               f"T1 at most node 2's buffer B2 = {b2} packets (T1 = B2 means no PAUSE)")
         if p.t2 > p.high:
             raise field_error("topology.pause.low", p.low, f"T2 at most the high threshold T1 = {p.high}")
+        if p.paused_rate != 0:
+            check_rate("topology.pause.paused_rate", p.paused_rate, self.wire, self.scale)
         mu1 = self.link_b.rate.bps(self.wire)
         if p.paused_rate != 0 and p.paused_rate.bps(self.wire) >= mu1:
             raise field_error("topology.pause.paused_rate", str(p.paused_rate),
@@ -148,7 +165,7 @@ class PauseChainSpec(BaseModel):
     @property
     def wire(self) -> int:
         """Bytes of one full-size packet on the wire: what a packets/s rate is converted with."""
-        return self.mtu + 14
+        return wire_bytes(self.mtu)
 
     def rate_bps(self, rate: Rate | int) -> float:
         """A rate of the spec as the run uses it: in bit/s, scaled."""

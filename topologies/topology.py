@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ccrig.units import Rate, Size
+from ccrig.units import Rate, Size, wire_bytes
 from ccrig.qdiscs.base import Qdisc
 
 
@@ -63,6 +63,11 @@ class Topology:
     # the link and direction whose egress is the bottleneck: (a, b) means a's egress toward b
     bottleneck: tuple[str, str] | None = None
     mtu: int = 1500
+
+    @property
+    def wire(self) -> int:
+        """A full-size packet on this topology's links as a queue sees it (bytes)."""
+        return wire_bytes(self.mtu)
 
     def add_node(self, name: str, role: str = "host") -> str:
         self.nodes.append(Node(name, role))

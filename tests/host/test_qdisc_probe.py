@@ -3,6 +3,7 @@ build configuration, and a bare `tc qdisc add` of each kind; and preflight refus
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import absent
 from ccrig.commands import Commands
 from ccrig.qdiscs import probe
 
@@ -86,20 +88,45 @@ def test_probe_leaves_nothing_and_caches(found):
     assert {"pfifo", "bfifo", "htb"} <= found
 
 
-def test_spec_with_a_missing_discipline_fails_in_preflight(found, tmp_path):
-    missing = sorted(set(probe.probes()) - found - {"htb", "tbf", "netem"})
-    if not missing:
-        pytest.skip(f"kernel {RELEASE} has every discipline")
-    kind = "fq" if "fq" in missing else missing[0]
-    spec = tmp_path / "spec.yaml"
+def preflight(argv: list[str], kind: str, tmp_path: Path, *extra: str) -> tuple[int, str, str, int]:
+    """`ccrig preflight` (argv: the command line to use) on a dumbbell whose bottleneck has discipline kind."""
+    spec = tmp_path / f"{kind}.yaml"
     spec.write_text(f"name: needs-{kind}\ntopology: {{name: dumbbell, bottleneck: {{rate: 10mbit, buffer: 50pkt, "
                     f"qdisc: {kind}}}}}\nflows: [{{count: 1}}]\nduration: 3s\n")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "ccrig"), "preflight", str(spec)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*argv, "preflight", str(spec), *extra], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 2, out + err
+    return proc.returncode, out, err, proc.pid
+
+
+def assert_refused(rc: int, out: str, err: str, pid: int, kind: str) -> None:
+    assert rc == 2, out + err
     err = " ".join(err.split())
     assert f"queue discipline '{kind}' is not available in kernel {RELEASE}" in err
     assert "testbed: vm" in err and ("modprobe sch_" in err or "cannot load modules" in err)
     # nothing was set up, and the probe's scratch namespace is gone (ccrig names them ccrig-<pid>...)
-    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"ccrig-{proc.pid}")]
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"ccrig-{pid}")]
+
+
+CONSOLE = [str(Path(sys.executable).parent / "ccrig")]
+
+
+def test_spec_with_a_discipline_this_kernel_lacks_fails_in_preflight(found, tmp_path):
+    """Whichever case this kernel presents: where it lacks one of ccrig's disciplines, a spec naming it is
+    refused before anything is set up; where it has them all (a distribution kernel), a spec naming each passes
+    preflight with every discipline found."""
+    missing = sorted(set(probe.probes()) - found - {"htb", "tbf", "netem"})
+    if missing:
+        kind = "fq" if "fq" in missing else missing[0]
+        assert_refused(*preflight(CONSOLE, kind, tmp_path), kind)
+        return
+    for kind in sorted(set(probe.probes()) - {"htb", "tbf", "netem"}):
+        rc, out, err, _ = preflight(CONSOLE, kind, tmp_path, "--json")
+        needs = {n["feature"]: n["ok"] for n in json.loads(out)["needs"]}
+        assert needs[f"the {kind} queue discipline"] is True, (kind, needs, err)
+
+
+def test_spec_with_a_discipline_no_kernel_has_fails_in_preflight(tmp_path):
+    """A discipline no kernel has (tests/host/absent.py), probed on this kernel as any other: refused in
+    preflight, with the way out, and nothing set up."""
+    assert_refused(*preflight(absent.CCRIG, absent.KIND, tmp_path), absent.KIND)

@@ -4,7 +4,7 @@ tests share it; their output streams here as it comes, and a failure lists the g
 
 CCRIG_GUEST_PYTEST_ARGS (e.g. "tests/vm/guest/test_kernel.py -k netem") narrows what the guest runs, for a
 developer working on one guest test; CI runs the whole folder but the tests marked slow_guest (minutes each under
-TCG), which `make test-vm-slow` runs.
+TCG), which `make test-vm-slow` runs, plus the host tests that branch on the kernel (HOST_TESTS_BOTH_WAYS).
 """
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ import pytest
 from ccrig.topologies.testbeds import vm
 
 GUEST_TESTS = "tests/vm/guest"
+# host-tier tests whose outcome depends on what the kernel has: they run here too, so each branch is exercised on a
+# kernel that lacks the feature (this machine's) and on one that has it (the distribution kernel's)
+HOST_TESTS_BOTH_WAYS = ["tests/host/test_qdisc_probe.py",
+                        "tests/host/test_run_lifecycle.py::test_missing_kernel_feature_fails_before_setup",
+                        "tests/host/test_mininet.py::test_kernel_datapath_is_checked_before_setup"]
 BOOT_TIMEOUT = 1500  # s: the whole guest session (boot, the guest tests under TCG, power-off)
 
 
@@ -42,7 +47,8 @@ def test_guest_tier(tmp_path, capsys):
     kernel = vm.find_kernel()
     mode = vm.accel_mode(kernel)
     junit = tmp_path / "guest.xml"
-    selection = shlex.split(os.environ.get("CCRIG_GUEST_PYTEST_ARGS", "")) or [GUEST_TESTS, "-m", "not slow_guest"]
+    selection = shlex.split(os.environ.get("CCRIG_GUEST_PYTEST_ARGS", "")) or [GUEST_TESTS, *HOST_TESTS_BOTH_WAYS,
+                                                                         "-m", "not slow_guest"]
     argv = [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", f"--junitxml={junit}",
             *selection]
     with capsys.disabled():

@@ -1,0 +1,150 @@
+"""The bad-input corpus (tests/corpus/bad_inputs.yaml) through the real `ccrig` console script, as a researcher
+would meet it: each case exits 2, says so in one line naming the field or argument (plus the usage line for a
+command-line mistake), shows no traceback, and leaves nothing on the machine (no network namespace, registered
+congestion control or process of its own). The cases run in a few threads, each a subprocess of its own."""
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ccrig.tcp_modules.bpf import NAME_RE, prefix_tag
+from ccrig.tcp_modules.cli import CLI_PREFIX
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = yaml.safe_load((ROOT / "tests/corpus/bad_inputs.yaml").read_text())
+CCRIG = str(Path(sys.executable).parent / "ccrig")   # the console script the venv installed
+AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+TIMEOUT = 60   # a case that is not refused at once starts a run; this stops it being waited on for long
+
+
+def set_path(raw: dict, path: str, value) -> None:
+    """A dotted path as --set takes it (topology.bottleneck.buffer, flows[0].count); None removes the field."""
+    parts = []
+    for token in path.split("."):
+        name, _, rest = token.partition("[")
+        parts.append(name)
+        parts += [int(i) for i in rest.rstrip("]").split("][")] if rest else []
+    cur = raw
+    for part in parts[:-1]:
+        cur = cur[part] if isinstance(part, int) else cur.setdefault(part, {})
+    if value is None:
+        cur.pop(parts[-1], None)
+    else:
+        cur[parts[-1]] = copy.deepcopy(value)
+
+
+def make(kind: str, path: Path) -> None:
+    if kind == "binary":      # what a wrong file (an image, an archive) looks like: bytes that are not UTF-8
+        path.write_bytes(bytes(range(256)) * 8)
+    elif kind == "nul":       # UTF-8 that holds NUL bytes: not a text file either
+        path.write_bytes(b"name: bad\x00\x00\nduration: 5s\n")
+    elif kind == "oversized":  # a valid YAML comment, 2 MiB long
+        path.write_text("# " + "x" * (2 * 1024 * 1024) + "\n")
+    else:
+        raise ValueError(f"unknown make: {kind}")
+
+
+def argv_of(case: dict, tmp: Path) -> list[str]:
+    spec = tmp / "spec.yaml"
+    if "argv" in case:
+        spec.write_text(yaml.safe_dump(CORPUS["base"], sort_keys=False))
+        (tmp / "empty").mkdir()
+        where = {"{spec}": str(spec), "{missing}": str(tmp / "missing.yaml"), "{dir}": str(tmp / "empty")}
+        return [CCRIG, *[where.get(a, a) for a in case["argv"]]]
+    if "make" in case:
+        make(case["make"], spec)
+    elif "text" in case:
+        spec.write_text(case["text"])
+    else:
+        raw = copy.deepcopy(CORPUS["base"])
+        for path, value in case["set"].items():
+            set_path(raw, path, value)
+        spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return [CCRIG, "run", str(spec), "--out", str(tmp / "runs"), "--prometheus", "off", "--no-progress"]
+
+
+def namespaces() -> set[str]:
+    return {n for n in os.listdir("/run/netns") if n.startswith("ccrig-")} if os.path.isdir("/run/netns") else set()
+
+
+def processes_of(pid: int, tmp: Path) -> list[str]:
+    """Processes still running that belong to the case: named after its run (ccrig-PID-) or its folder."""
+    out = []
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"ccrig-{pid}-" in cmd or str(tmp) in cmd:
+            out.append(f"{p}: {cmd}")
+    return out
+
+
+def run_case(case: dict, tmp: Path) -> dict:
+    tmp.mkdir()
+    argv = argv_of(case, tmp)
+    env = {**os.environ, "CCRIG_DEBUG": "0", "COLUMNS": "200"}
+    p = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         errors="replace")
+    try:
+        out, err = p.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        err += f"\n(killed after {TIMEOUT} s: the input was not refused)"
+    return {"rc": p.returncode, "stdout": out, "stderr": err, "pid": p.pid,
+            "ns": sorted(n for n in namespaces() if n.startswith(f"ccrig-{p.pid}-")),
+            "procs": processes_of(p.pid, tmp), "runs": sorted((tmp / "runs").glob("*"))}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    base = tmp_path_factory.mktemp("bad_inputs")
+    ccs_before = set(AVAILABLE.read_text().split())
+    cases = CORPUS["cases"]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = list(pool.map(lambda c: run_case(c, base / c["id"]), cases))
+    # what the corpus left, seen again once every case is over. Other tests may run on this machine at the same
+    # time, so only what carries a case's name counts: its namespaces (ccrig-PID-), and congestion controls
+    # registered under its run prefix (ccrig-PID) or the cc command's (ccrig-cli), by their generated names
+    pids = [r["pid"] for r in done]
+    tags = {prefix_tag(f"ccrig-{pid}") for pid in pids} | {prefix_tag(CLI_PREFIX)}
+    new_ccs = set(AVAILABLE.read_text().split()) - ccs_before
+    left = {"ccs": sorted(n for n in new_ccs if NAME_RE.match(n) and NAME_RE.match(n).group(2) in tags),
+            "ns": sorted(n for n in namespaces() if any(n.startswith(f"ccrig-{pid}-") for pid in pids))}
+    return dict(zip((c["id"] for c in cases), done)), left
+
+
+def test_the_corpus_is_large_and_well_formed():
+    ids = [c["id"] for c in CORPUS["cases"]]
+    assert len(ids) >= 45 and len(set(ids)) == len(ids)
+    for c in CORPUS["cases"]:
+        assert sum(k in c for k in ("set", "text", "make", "argv")) == 1, c["id"]
+        assert c["exit"] == 2 and c["stderr"], c["id"]
+
+
+@pytest.mark.parametrize("case", CORPUS["cases"], ids=[c["id"] for c in CORPUS["cases"]])
+def test_bad_input_gets_one_line(case, results):
+    r = results[0][case["id"]]
+    err = r["stderr"]
+    assert r["rc"] == case["exit"], err
+    assert "Traceback" not in err + r["stdout"] and "internal error" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == (2 if case.get("usage") else 1), err
+    assert lines[0].startswith("ccrig: error: ") and case["stderr"] in lines[0], err
+    if case.get("usage"):
+        assert lines[1].startswith("Usage: ccrig"), err
+    # refused before anything was set up: no run directory, nothing of this run left
+    assert r["runs"] == [] and r["ns"] == [] and r["procs"] == [], r
+
+
+def test_the_corpus_left_nothing_on_the_machine(results):
+    left = results[1]
+    assert left == {"ccs": [], "ns": []}, left
