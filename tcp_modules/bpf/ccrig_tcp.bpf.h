@@ -77,9 +77,15 @@ __u32 BPF_PROG(ccrig_ssthresh, struct sock *sk)
 	struct tcp_sock *tp = ccrig_tp(sk);
 	struct ccrig_ca *ca = ccrig_ca(sk);
 	struct ccrig_params p = ccrig_params;
+	__u32 w = tp->snd_cwnd;
 
-	ca->loss_cwnd = tp->snd_cwnd;
-	return ccrig_on_loss(&p, tp->snd_cwnd, &ca->acc);
+	/* A window of CCRIG_CAP_SEGS or more is no path's: it is what the kernel made of a garbage ssthresh when
+	 * it skipped this program at an earlier loss (tcp_modules/bpf_fault.py). The law applied to it would
+	 * saturate and take some 20 losses to halve back; apply it to the window of the last loss it saw instead. */
+	if (w >= CCRIG_CAP_SEGS && ca->loss_cwnd && ca->loss_cwnd < CCRIG_CAP_SEGS)
+		w = ca->loss_cwnd;
+	ca->loss_cwnd = w;
+	return ccrig_on_loss(&p, w, &ca->acc);
 }
 
 SEC("struct_ops")
