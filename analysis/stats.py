@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats as _st
 
 LEVEL = 0.95
 MIN_BATCHES = 5          # t with 4 degrees of freedom: the interval is at most ~1/3 wider than with σ known
@@ -64,7 +63,8 @@ def _clean(values: Sequence[float]) -> list[float]:
 
 
 def _t(level: float, df: int) -> float:
-    return float(_st.t.ppf((1 + level) / 2, df))
+    from scipy import stats  # lazy: scipy.stats takes 0.3 s to import; only an interval needs it
+    return float(stats.t.ppf((1 + level) / 2, df))
 
 
 def _mean_std(xs: Sequence[float]) -> tuple[float, float]:
@@ -139,6 +139,11 @@ def over_runs(means: Sequence[float], level: float = LEVEL) -> Ci:
     return Ci(mean, std, mean - half, mean + half, half, level, "runs", n, n_eff=float(n))
 
 
+def _norm_quantile(p: float) -> float:
+    from scipy import stats  # lazy: see _t
+    return float(stats.norm.ppf(p))
+
+
 def lag1(values: Sequence[float]) -> float:
     """The sample lag-1 autocorrelation (mean removed, the usual n-term denominator); 0 for a constant series."""
     x = np.asarray(values, dtype=float)
@@ -209,7 +214,7 @@ def within_run(values: Sequence[float], level: float = LEVEL) -> Ci:
     batch_means = np.asarray(xs[n - k * b:]).reshape(k, b).mean(axis=1)
     r_b = lag1(batch_means)
     # what AR(1) lets the k batch means' sample lag-1 be: ρ_b less its small-sample bias, plus z·√((1−ρ_b²)/k)
-    if r_b > rho - (1 + 4 * rho) / k + _st.norm.ppf(1 - DRIFT_P) * math.sqrt((1 - rho * rho) / k):
+    if r_b > rho - (1 + 4 * rho) / k + _norm_quantile(1 - DRIFT_P) * math.sqrt((1 - rho * rho) / k):
         return none(f"the {k} batch means of {b} intervals are themselves correlated (lag-1 {r_b:.2f}): "
                     "a drift or a slow cycle; more repetitions needed", **shape)
     phi_hi = min(phi + math.sqrt((1 - phi * phi) / n), PHI_CAP)
