@@ -15,51 +15,28 @@ runs the program without importing it twice.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from typing import Annotated, Union
-
-from pydantic import Field
-
-from ccrig.errors import InputError
+from ccrig.kinds import Kinds, subclasses_with_kind
 from .base import CLIENT_PORT, SERVER_PORT, Flow, Workload
 from .traffic import Traffic
 
 DEFAULT = "bulk"   # a flow's workload when the spec names none
 
-_FOUND: dict[str, type[Workload]] | None = None
-
-
-def _found() -> dict[str, type[Workload]]:
-    """kind -> the Workload subclass its module defines."""
-    global _FOUND
-    if _FOUND is None:
-        found: dict[str, type[Workload]] = {}
-        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            for cls in vars(module).values():
-                if (isinstance(cls, type) and issubclass(cls, Workload) and cls.__module__ == module.__name__
-                        and isinstance(cls.model_fields["kind"].default, str)):
-                    found[cls.model_fields["kind"].default] = cls
-        _FOUND = found
-    return _FOUND
+KINDS = Kinds(__name__, __path__, subclasses_with_kind(Workload), "workload")
 
 
 def kinds() -> list[str]:
     """Every workload's name."""
-    return sorted(_found())
+    return KINDS.kinds()
 
 
 def get(kind: str, field: str = "workload.kind") -> type[Workload]:
     """The workload class of a kind; an unknown name is an input error."""
-    if kind not in _found():
-        raise InputError(f"{field}: got {kind!r}; expected one of {', '.join(kinds())}")
-    return _found()[kind]
+    return KINDS.get(kind, field)
 
 
 def workload_union():
     """The pydantic type of a flow's `workload:` field: a union over the kinds, discriminated by `kind`."""
-    return Annotated[Union[tuple(_found()[k] for k in kinds())], Field(discriminator="kind")]
+    return KINDS.union()
 
 
 def default() -> Workload:

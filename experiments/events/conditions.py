@@ -1,0 +1,141 @@
+"""One repetition's link conditions: random loss where the BPF program realises it, and the link events on their
+schedule, with every drop counted.
+
+    cond = LinkConditions(exp, topology, netem)       # plans: which directions carry the BPF program
+    testbed = make_testbed(..., cond.realised, ...)   # the topology as built (BPF loss taken off netem)
+    cond.start(testbed, commands, out)                # after up(): attach, set loss, open events.csv
+    cond.start_clock(t0, labels)                      # the steps on their own thread, from t0
+    cond.applied() -> samples                         # the steps applied since the last call
+    cond.drops() -> (dropped, offered)                # packets dropped at the links so far, and how many of
+                                                      # them the bottleneck never saw (added to its offered)
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from ccrig.commands import Commands
+from ccrig.samples import Sample
+from ccrig.topologies import loss
+from ccrig.topologies.loss.program import attach_all
+from ccrig.topologies.testbed import Testbed
+from ccrig.topologies.topology import Topology
+from . import EventLog, LinkState, dropper_directions, schedule
+
+
+class LinkConditions:
+    def __init__(self, exp, topology: Topology, netem: bool):
+        self.topology = topology
+        self.netem = netem
+        self.events = list(getattr(exp, "events", []))
+        self.realised, self.points = loss.plan(topology, netem, dropper_directions(self.events))
+        self.steps = schedule(self.events, exp.duration)
+        self.state: LinkState | None = None
+        self.log: EventLog | None = None
+        # the events' clock (applied()) and what it has done
+        self.clock: threading.Thread | None = None
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.done: list[Sample] = []
+        self.errors: list[str] = []
+
+    def describe(self) -> dict:
+        """env.json's `links`: how each lossy direction's loss is realised, and the event schedule."""
+        out = {}
+        for link in self.topology.links:
+            for a, b, e in ((link.a, link.b, link.a_to_b), (link.b, link.a, link.b_to_a)):
+                if e.loss > 0:
+                    bpf = any(p.key == (a, b, "egress") and p.loss for p in self.points)
+                    out[f"{a}->{b}"] = {"loss": e.loss, "realised_by": "bpf (tc clsact egress, cls_bpf da)"
+                                        if bpf else "netem"}
+        return {"loss": out, "bpf_drop_points": [p.name for p in self.points],
+                "events": [{"t": s.t, "event": s.index, "kind": s.event.kind, "link": s.event.link,
+                            "begins": s.begins} for s in self.steps]}
+
+    def start(self, testbed: Testbed, commands: Commands, out: Path) -> None:
+        droppers = attach_all(testbed, self.points, commands)
+        self.state = LinkState(testbed, self.topology, self.realised, droppers, self.netem)
+        if self.events:
+            self.log = EventLog(out / "events.csv")
+
+    def start_clock(self, t0: float, labels: dict) -> None:
+        """Applies the steps on a thread of their own from t0, so an outage of 0.2 s lasts 0.2 s whatever the
+        runner is busy with at an interval's boundary."""
+        if self.clock is None and self.steps:
+            self.clock = threading.Thread(target=self._tick, args=(t0, labels), name="ccrig-link-events",
+                                          daemon=True)
+            self.clock.start()
+
+    def applied(self) -> list[Sample]:
+        """The samples of the steps applied since the last call."""
+        with self.lock:
+            out, self.done = self.done, []
+        return out
+
+    def _tick(self, t0: float, labels: dict) -> None:
+        for step in self.steps:
+            if self.stopping.wait(max(0.0, t0 + step.t - time.time())):
+                return
+            try:
+                sample = self.log.apply(step, self.state, t0, labels)
+            except Exception as e:   # a failed step is recorded, not fatal: the run's own numbers still hold
+                self.errors.append(f"events[{step.index}] ({step.event.kind} {step.event.link}) at "
+                                   f"{step.t:g}s: {e}")
+                continue
+            with self.lock:
+                self.done.append(sample)
+
+    def drops(self) -> tuple[float, float, dict]:
+        """Packets dropped at the links so far (random loss and outages), the part of them dropped before the
+        bottleneck (never offered to it), and each drop point's counts."""
+        dropped = before = 0.0
+        per = {}
+        if self.state is None:
+            return 0.0, 0.0, per
+        for p in self.points:
+            c = self.state.droppers[p.key].counts()
+            per[p.name] = c
+            n = c.get("dropped", 0) + c.get("down_dropped", 0)
+            dropped += n
+            if loss.upstream(self.topology, p):
+                before += n
+        for name, (p, c) in self._netem_drops().items():
+            per[name] = c
+            dropped += c["dropped"]
+            if loss.upstream(self.topology, p):
+                before += c["dropped"]
+        return dropped, before, per
+
+    def _netem_drops(self) -> dict[str, dict]:
+        """Where netem realises a link's loss: its drops and packets from `tc -s` (the qdisc counts its own)."""
+        out = {}
+        if self.state is None or not self.netem:
+            return out
+        for link in self.realised.links:
+            for a, b, e in ((link.a, link.b, link.a_to_b), (link.b, link.a, link.b_to_a)):
+                if e.loss <= 0:
+                    continue
+                dev = self.state.testbed.egress_device(a, b)
+                shown = self.state.testbed.run(a, ["tc", "-j", "-s", "qdisc", "show", "dev", dev], check=False,
+                                               timeout=10).stdout
+                try:
+                    q = next((x for x in json.loads(shown or "[]") if x.get("kind") == "netem"), {})
+                except json.JSONDecodeError:
+                    q = {}
+                out[f"{a}->{b}"] = (loss.DropPoint(a, b, e.loss),
+                                    {"dropped": q.get("drops", 0), "passed": q.get("packets", 0), "by": "netem"})
+        return out
+
+    def close(self) -> None:
+        self.stopping.set()
+        if self.clock is not None:
+            self.clock.join(timeout=10)
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+        # the programs off the links (on hosts the testbed leaves remembered commands to their owner)
+        for d in (self.state.droppers.values() if self.state is not None else ()):
+            d.detach()
+        self.state = None

@@ -1,0 +1,182 @@
+"""Per-sender TCP behaviour: a flow's `tcp:` settings and `max_window`, applied where Linux keeps them.
+
+    flows:
+      - {cc: reno, tcp: {sack: false, recovery: none, frto: false}, max_window: 5}
+
+Linux has one TCP with knobs. Some are per network namespace (each namespace has its own TCP sysctls), so they
+apply to every flow of the flow's sender node; the others are per route, so they apply to every flow of its
+sender -> receiver pair (a host route to the receiver, added on the sender, or for quickack on the receiver):
+
+    sack, dsack, frto, ecn      net.ipv4.tcp_sack / tcp_dsack / tcp_frto / tcp_ecn on the sender
+    recovery: rack | none       net.ipv4.tcp_recovery = 1 | 0 on the sender (RACK loss detection on or off)
+    initcwnd, rto_min           `ip route replace RECEIVER/32 via GW initcwnd N rto_min T` on the sender
+    max_window: N               the same route with `cwnd lock N`: the kernel clamps cwnd to N (snd_cwnd_clamp)
+    quickack: true              `ip route replace SENDER/32 via GW quickack 1` on the receiver: no delayed ACKs
+
+Two flows that share a node (or a pair) must agree, else the spec is refused. Every change is recorded (env.json's
+`sender_tcp`, the value before and after) and, on hosts, undone (Testbed.remember_undo), as the namespaces'
+own end undoes it on netns and vm.
+"""
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ccrig.errors import InputError
+from ccrig.fields import TimeField
+from ccrig.topologies.testbed import Testbed
+
+# the most a researcher asks of initcwnd (RFC 6928 argues for 10; a datacentre may try 100s)
+MAX_INITCWND = 1000
+
+
+class TcpSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sack: bool | None = None
+    dsack: bool | None = None
+    recovery: Literal["rack", "none"] | None = None
+    frto: bool | None = None
+    ecn: bool | None = None
+    initcwnd: int | None = Field(None, ge=1, le=MAX_INITCWND)
+    rto_min: TimeField | None = None
+    quickack: bool | None = None
+
+    def sysctls(self) -> dict[str, str]:
+        """The sender namespace's sysctls these settings ask for."""
+        out = {}
+        for name, key in (("sack", "tcp_sack"), ("dsack", "tcp_dsack"), ("ecn", "tcp_ecn")):
+            v = getattr(self, name)
+            if v is not None:
+                out[f"net.ipv4.{key}"] = "1" if v else "0"
+        if self.frto is not None:
+            out["net.ipv4.tcp_frto"] = "2" if self.frto else "0"   # 2: the kernel's default, RFC 5682's F-RTO
+        if self.recovery is not None:
+            out["net.ipv4.tcp_recovery"] = "1" if self.recovery == "rack" else "0"
+        return out
+
+
+def route_options(tcp: TcpSettings | None, max_window: int | None) -> list[str]:
+    """The sender's route options toward the receiver."""
+    out = []
+    if tcp is not None and tcp.initcwnd is not None:
+        out += ["initcwnd", str(tcp.initcwnd)]
+    if tcp is not None and tcp.rto_min is not None:
+        out += ["rto_min", f"{max(1, round(tcp.rto_min * 1e3))}ms"]
+    if max_window is not None:
+        out += ["cwnd", "lock", str(max_window)]
+    return out
+
+
+class SenderTcp:
+    """The settings of a repetition's flows: planned (and checked) from the spec's flows placed on their pairs,
+    applied once the testbed is up, recorded for env.json."""
+
+    def __init__(self, testbed: Testbed, placed: list[tuple[int, object, str, str]]):
+        """placed: (flow index, the spec's Flow, sender node, receiver node) for every flow."""
+        self.testbed = testbed
+        self.sysctls: dict[str, dict[str, str]] = {}            # node -> sysctl -> value
+        self.routes: dict[tuple[str, str], list[str]] = {}      # (node, destination node) -> route options
+        by_node: dict[str, int] = {}
+        by_pair: dict[tuple[str, str], int] = {}
+        for i, f, snd, rcv in placed:
+            tcp = getattr(f, "tcp", None)
+            want = tcp.sysctls() if tcp is not None else {}
+            self._agree(self.sysctls, snd, want, by_node, i, "tcp", f"sender {snd}")
+            opts = route_options(tcp, getattr(f, "max_window", None))
+            self._agree(self.routes, (snd, rcv), opts, by_pair, i, "tcp", f"pair {snd} -> {rcv}")
+            if tcp is not None and tcp.quickack:
+                self._agree(self.routes, (rcv, snd), ["quickack", "1"], by_pair, i, "tcp.quickack",
+                            f"pair {rcv} -> {snd}")
+        self.record: dict = {}
+        # (node, argv) that undo what apply() did, in order; restore() runs them backwards (on hosts the testbed
+        # leaves remembered commands to their owner; in a namespace they cost a few commands before it goes)
+        self.undo: list[tuple[str, list[str]]] = []
+
+    @staticmethod
+    def _agree(table: dict, key, want, first: dict, i: int, field: str, what: str) -> None:
+        if not want:
+            return
+        if key in table and table[key] != want:
+            raise InputError(f"flows: flow {i}'s {field} ({want}) differs from flow {first[key]}'s ({table[key]}) "
+                             f"on {what}; these settings are per node or per route, so flows sharing it must agree")
+        table.setdefault(key, want)
+        first.setdefault(key, i)
+
+    def describe_plan(self) -> list[str]:
+        """What apply() will run, for preflight."""
+        lines = [f"{node}: sysctl -w {k}={v}" for node, kv in self.sysctls.items() for k, v in kv.items()]
+        lines += [f"{node}: ip route replace {dst}/32 via <next hop> {' '.join(opts)}"
+                  for (node, dst), opts in self.routes.items()]
+        return lines
+
+    def apply(self) -> dict:
+        """Sets everything; returns the record for env.json: per node the sysctls (before -> after) and routes."""
+        tb = self.testbed
+        for node, kv in self.sysctls.items():
+            entry = self.record.setdefault(node, {"where": tb.where(node), "sysctls": {}, "routes": []})
+            for key, value in kv.items():
+                before = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
+                self._remember(node, ["sysctl", "-q", "-w", f"{key}={before}"])
+                tb.run(node, ["sysctl", "-q", "-w", f"{key}={value}"])
+                after = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
+                entry["sysctls"][key] = {"before": before, "after": after}
+        for (node, dst), opts in self.routes.items():
+            entry = self.record.setdefault(node, {"where": tb.where(node), "sysctls": {}, "routes": []})
+            addr = tb.address(dst)
+            got = json.loads(tb.run(node, ["ip", "-j", "route", "get", addr]).stdout)[0]
+            argv = ["ip", "route", "replace", f"{addr}/32", *(["via", got["gateway"]] if "gateway" in got else []),
+                    "dev", got["dev"], *opts]
+            self._remember(node, ["ip", "route", "del", f"{addr}/32"])
+            tb.run(node, argv)
+            shown = tb.run(node, ["ip", "route", "show", f"{addr}/32"]).stdout.strip()
+            entry["routes"].append({"to": dst, "argv": argv, "kernel": shown})
+            if "cwnd" in opts:
+                entry["routes"][-1]["tcp_metrics"] = self._warm(node, dst)
+        return self.record
+
+    def _remember(self, node: str, argv: list[str]) -> None:
+        self.testbed.remember_undo(node, argv)
+        self.undo.append((node, argv))
+
+    def restore(self) -> None:
+        """Undoes apply(): best effort, never raises (the testbed may be half gone)."""
+        while self.undo:
+            node, argv = self.undo.pop()
+            try:
+                self.testbed.run(node, argv, check=False, timeout=20)
+            except Exception:
+                pass
+
+    def _warm(self, node: str, dst: str) -> str:
+        """A route's locked cwnd reaches a connection only through the kernel's TCP metrics cache
+        (tcp_init_metrics clamps snd_cwnd_clamp from an existing entry, and an entry is made when a connection
+        that measured an RTT closes), so one short connection node -> dst makes that entry before the flows
+        start. Returns the cache's line for dst (`ip tcp_metrics show`)."""
+        tb, addr = self.testbed, self.testbed.address(dst)
+        listen = tb.popen(dst, [*tb.python(dst), "-c", WARM_SERVER, addr, str(WARM_PORT)])
+        try:
+            tb.run(node, [*tb.python(node), "-c", WARM_CLIENT, addr, str(WARM_PORT)], timeout=20)
+            listen.wait(timeout=10)
+        finally:
+            if listen.poll() is None:
+                listen.kill()
+        return tb.run(node, ["ip", "tcp_metrics", "show", addr], check=False).stdout.strip()
+
+
+# the warm-up connection's port on the receiver (below the flows' 5201 + i)
+WARM_PORT = 5200
+WARM_SERVER = ("import socket, sys\n"
+               "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+               "s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); s.settimeout(15)\n"
+               "c, _ = s.accept(); c.recv(1); c.close()\n")
+# the sender closes first: its socket passes through TIME_WAIT, where the kernel saves the metrics entry
+WARM_CLIENT = ("import socket, sys, time\n"
+               "c = None\n"
+               "for _ in range(100):\n"
+               "    try:\n"
+               "        c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5); break\n"
+               "    except OSError:\n"
+               "        time.sleep(0.05)\n"
+               "c.close(); time.sleep(0.2)\n")

@@ -1,0 +1,164 @@
+"""Issue 15 on this kernel (no netem): random loss by the BPF program, link events, per-sender TCP settings,
+max_window, a flow's stop, and bad input refused before anything is set up. Physics is checked against our own
+measurement: the program's counters and the receiver's count, the senders' 20 ms trace, the namespaces' sysctls."""
+import csv
+import json
+import math
+import subprocess
+import time
+
+import pytest
+from conftest import ROOT, dumbbell, leftovers
+
+from ccrig.commands import Commands
+from ccrig.topologies.loss import program
+from ccrig.topologies.testbeds.netns import NetnsTestbed
+from ccrig.topologies.topology import Topology
+
+PACKETS = 25000
+RECEIVER = ("import socket, sys\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)\n"
+            "s.bind((sys.argv[1], 9000)); s.settimeout(2); n = 0\n"
+            "print('ready', flush=True)\n"
+            "while True:\n"
+            "    try:\n"
+            "        s.recv(2048); n += 1\n"
+            "    except socket.timeout:\n"
+            "        break\n"
+            "print(n)\n")
+SENDER = ("import socket, sys, time\n"
+          "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+          "for i in range(int(sys.argv[2])):\n"
+          "    s.sendto(b'x' * 100, (sys.argv[1], 9000))\n"
+          "    if i % 200 == 199: time.sleep(0.002)\n")
+
+
+def _udp_through(bed: NetnsTestbed, n: int) -> int:
+    """Sends n UDP datagrams a -> b; returns how many b received (its own count)."""
+    rcv = bed.popen("b", ["python3", "-c", RECEIVER, bed.address("b")], stdout=subprocess.PIPE)
+    assert rcv.stdout.readline().strip() == b"ready"
+    bed.run("a", ["python3", "-c", SENDER, bed.address("b"), str(n)], timeout=60)
+    out, _ = rcv.communicate(timeout=30)
+    return int(out.split()[-1])
+
+
+@pytest.fixture
+def pair(tmp_path):
+    topo = Topology("pair")
+    topo.add_node("a"), topo.add_node("b")
+    topo.add_link("a", "b")
+    bed = NetnsTestbed(topo, Commands(tmp_path / "commands.log"), f"ccrig-t15-{time.time_ns() % 100000}")
+    bed.up()
+    try:
+        yield bed
+    finally:
+        bed.down()
+
+
+def test_bpf_random_loss_is_binomial_and_counted(pair):
+    drop = program.LinkDropper(pair, "a", "b", pair.egress_device("a", "b"))
+    drop.attach(program.build(pair.commands))
+    # 0 %: nothing dropped
+    drop.set_loss(0.0)
+    got = _udp_through(pair, 2000)
+    c0 = drop.counts()
+    assert c0["dropped"] == 0 and got == 2000
+    # 1 %: the measured ratio lies in the binomial 99 % interval, and the receiver got exactly what passed
+    drop.set_loss(0.01)
+    got = _udp_through(pair, PACKETS)
+    c = drop.counts()
+    dropped, passed = c["dropped"], c["passed"] - c0["passed"]
+    n = dropped + passed
+    assert n >= PACKETS and got == passed
+    half = 2.576 * math.sqrt(0.01 * 0.99 / n)
+    assert abs(dropped / n - 0.01) <= half, (dropped, n)
+
+
+def _events(run):
+    with open(run / "points/000/rep0/events.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def _rows(run, name):
+    with open(run / "points/000/rep0" / name) as f:
+        return list(csv.DictReader(f))
+
+
+def test_outage_loss_stop_window_and_tcp_settings(ccrig):
+    spec = dumbbell([{"cc": "reno", "tcp": {"sack": False}, "max_window": 5},
+                     {"cc": "reno", "stop": "6s"}, {"cc": "reno"}], duration="9s",
+                    events=[{"kind": "down", "link": "r1-r2", "at": "1.5s", "for": "0.2s", "every": "3s"}])
+    spec["topology"]["loss"] = 0.01   # no rtt: this kernel has no netem for a delay
+    path = ccrig.write(spec)
+    p = subprocess.Popen(ccrig.argv(path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # while it runs: sack off in s1's namespace only
+    seen = {}
+    deadline = time.time() + 60
+    while time.time() < deadline and len(seen) < 2 and p.poll() is None:
+        for node in ("s1", "s2"):
+            r = subprocess.run(["ip", "netns", "exec", f"ccrig-{p.pid}-{node}", "sysctl", "-n",
+                                "net.ipv4.tcp_sack"], capture_output=True, text=True)
+            if r.returncode == 0 and (node != "s1" or r.stdout.strip() == "0"):
+                seen[node] = r.stdout.strip()
+        time.sleep(0.2)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert seen == {"s1": "0", "s2": "1"}
+    run = ccrig.run_dirs()[-1]
+    env = json.loads((run / "env.json").read_text())
+    assert env["sender_tcp"]["0"]["s1"]["sysctls"]["net.ipv4.tcp_sack"] == {"before": "1", "after": "0"}
+    assert "s2" not in env["sender_tcp"]["0"]
+    assert env["links"]["0"]["loss"]["r2->d1"]["realised_by"].startswith("bpf")
+
+    # one line per outage edge, at its time
+    events = _events(run)
+    assert [(e["action"], float(e["planned_t"])) for e in events] == [
+        ("down", 1.5), ("up", 1.7), ("down", 4.5), ("up", 4.7), ("down", 7.5), ("up", 7.7)]
+    trace = _rows(run, "trace.csv")
+    for down, up in zip(events[::2], events[1::2]):
+        # from when the outage was in force (its commands done) to when its end was asked for
+        a, b = float(down["t"]) + 0.02, float(up["asked_t"])
+        for flow in "012":
+            acked = {int(r["bytes_acked"]) for r in trace if r["flow"] == flow and a <= float(r["t"]) <= b}
+            # sampled throughout (flow 1 only until it stops), and nothing acknowledged meanwhile
+            assert len(acked) == (1 if flow != "1" or b < 6 else len(acked)), (flow, down["t"], sorted(acked))
+
+    # max_window: flow 0's cwnd never above 5 once connected (a socket still in SYN_SENT shows the kernel's
+    # initial 10: the route's clamp reaches it at establishment, before it can send a byte)
+    assert max(int(r["cwnd"]) for r in trace if r["flow"] == "0" and int(r["bytes_sent"]) > 0) <= 5
+    # stop: flow 1 sends nothing after 6 s (one trace period and iperf3's own start lag allowed)
+    f1 = [r for r in trace if r["flow"] == "1"]
+    late = [int(r["bytes_sent"]) for r in f1 if float(r["t"]) >= 6.5]
+    assert not late or len(set(late)) == 1
+    # the others' fair share rises once it has left; flow 1's metrics cover its active intervals only
+    rows = _rows(run, "intervals.csv")
+    share = {(r["interval"], r["flow"]): r["fair_share_bps"] for r in rows}
+    assert float(share[("8", "0")]) == pytest.approx(1.5 * float(share[("2", "0")]))
+    assert share[("8", "1")] == ""
+    summary = json.loads((run / "summary.json").read_text())
+    rep = summary["points"][0]["repetitions"][0]
+    assert rep["flows"][1]["goodput_bps"]["n"] == 5   # intervals 1..5 of 0..8 (0 is warm-up)
+    # every drop counted: the links' drops are in the system's loss
+    links = rep["links"]
+    assert links["r2->d1"]["dropped"] > 0 and links["r1->r2 (ingress)"]["down_dropped"] > 0
+    system = [r for r in rows if r["flow"] == "all"]
+    assert sum(float(r["link_dropped"]) for r in system) > 0
+    assert all(float(r["loss"]) > 0 for r in system if float(r["link_dropped"]) > 0)
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("topology.loss", "1.5", "topology.loss"),
+    ("events", "[{kind: down, link: r1-r9, at: 1s}]", "events[0].link"),
+    ("flows[0].stop", "0s", "flows[0].stop"),
+    ("flows[0].max_window", "0", "flows[0].max_window"),
+])
+def test_bad_input_is_one_line_exit_2_nothing_set_up(ccrig, field, value, named):
+    path = ccrig.write(dumbbell([{"cc": "reno", "start": "1s"}], duration="4s"))
+    p = subprocess.Popen([*ccrig.argv(path), "--set", f"{field}={value}"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 2
+    line = err.strip()
+    assert "\n" not in line and named in line, line
+    assert not ccrig.run_dirs() and not leftovers(p.pid)

@@ -1,0 +1,81 @@
+// Random loss on a link's egress, for kernels without netem: a tc classifier in direct-action mode on clsact's
+// egress hook that drops (TC_ACT_SHOT) a packet with a given probability, or by a Gilbert-Elliott two-state
+// chain, or every packet while the link is "down" (a handoff). The runner sets the state and reads the counts
+// through the one array map (topologies/loss/program.py names the slots); every drop is counted, so the
+// system loss includes it.
+//
+// A probability p is stored as a threshold p * 2^32 (u64, so p = 1 is 2^32): a packet is dropped when
+// bpf_get_prandom_u32() < threshold, which happens with probability threshold / 2^32 = p.
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+
+enum slot {
+	MODE = 0,        // 0: pass, 1: Bernoulli, 2: Gilbert-Elliott
+	P_LOSS = 1,      // Bernoulli: the drop probability; Gilbert-Elliott: the drop probability in the good state
+	P_GOOD_BAD = 2,  // Gilbert-Elliott: good -> bad per packet
+	P_BAD_GOOD = 3,  // Gilbert-Elliott: bad -> good per packet
+	P_LOSS_BAD = 4,  // Gilbert-Elliott: the drop probability in the bad state
+	STATE = 5,       // Gilbert-Elliott: 0 good, 1 bad
+	DOWN = 6,        // 1: the link is down, nothing passes
+	DROPPED = 7,     // counters: packets dropped at random,
+	PASSED = 8,      //           packets let through,
+	DOWN_DROPPED = 9,//           packets dropped while the link was down
+	SLOTS = 10,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} ccrig_loss SEC(".maps");
+
+static __always_inline __u64 get(__u32 k)
+{
+	__u64 *v = bpf_map_lookup_elem(&ccrig_loss, &k);
+	return v ? *v : 0;
+}
+
+static __always_inline void count(__u32 k)
+{
+	__u64 *v = bpf_map_lookup_elem(&ccrig_loss, &k);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline int chance(__u64 threshold)
+{
+	return (__u64)bpf_get_prandom_u32() < threshold;
+}
+
+SEC("tc")
+int ccrig_drop(struct __sk_buff *skb)
+{
+	if (get(DOWN)) {
+		count(DOWN_DROPPED);
+		return TC_ACT_SHOT;
+	}
+	__u64 mode = get(MODE), p = get(P_LOSS);
+	if (mode == 2) {
+		__u32 k = STATE;
+		__u64 *state = bpf_map_lookup_elem(&ccrig_loss, &k);
+		if (state) {
+			// the chain moves once per packet, then the packet meets the new state's loss
+			if (*state == 0 && chance(get(P_GOOD_BAD)))
+				*state = 1;
+			else if (*state == 1 && chance(get(P_BAD_GOOD)))
+				*state = 0;
+			if (*state == 1)
+				p = get(P_LOSS_BAD);
+		}
+	}
+	if (mode != 0 && chance(p)) {
+		count(DROPPED);
+		return TC_ACT_SHOT;
+	}
+	count(PASSED);
+	return TC_ACT_OK;
+}
+
+char LICENSE[] SEC("license") = "GPL";
