@@ -12,7 +12,7 @@ APT_PACKAGES := iproute2 iperf3 ethtool iputils-ping procps psmisc kmod tcpdump 
 	linux-image-amd64 linux-headers-amd64 busybox-static qemu-system-x86 \
 	mininet openvswitch-switch bridge-utils openssh-server openssh-client prometheus-node-exporter
 
-.PHONY: deps deps-apt deps-python experiment test test-unit test-host test-vm test-vm-slow bench clean
+.PHONY: deps deps-apt deps-python experiment test test-unit test-host test-vm test-vm-slow bench soak clean
 
 deps: deps-apt deps-python
 
@@ -54,6 +54,12 @@ test-vm-slow: deps
 bench: deps
 	mkdir -p results/bench
 	$(PY) tests/bench/run.py $(BENCH)
+
+# issue 16: N short runs back to back, a tenth killed (SIGKILL) and cleaned; leftovers -> results/bench/soak.json
+N ?= 10
+soak: deps
+	mkdir -p results/bench
+	N=$(N) $(PY) tests/bench/soak.py
 
 clean:
 	-$(CCRIG) clean

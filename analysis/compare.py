@@ -7,17 +7,51 @@ mean moved 1.4 %). So the goodput of a flow is estimated by the mean over the fl
 repetitions, and two runs are compared class by class; a flow alone in its class is compared as itself. Every
 number is read from summary.json, nothing is recomputed.
 
-Each ratio B/A has a 95 % confidence interval where the runs give the spread to compute one (delta method,
-analysis.stats.ratio_ci): over repetitions, or over one repetition's intervals for a flow alone in its class
-and for the system; a class of several flows in one repetition has none. Over repetitions, an interval that
+Each ratio B/A has a confidence interval where the runs give one (issue 14, `ratio_ci`: the delta method on
+the two means' own intervals, each saying its method): over repetitions (method runs), or within one repetition
+by batch means (method batches) for a flow alone in its class and for the system; a class of several flows in
+one repetition, or a mean whose interval is "none", has none, and the row says why. Summaries written before
+issue 14 (no `ci`) get the old interval, t over interval means as if independent, and say so. Over repetitions, an interval that
 holds 1 says the runs differ by no more than their run-to-run spread, and a wide one that more repetitions are
 needed; over one repetition's intervals it speaks for those two runs only (a flow's share can stay in one mode
 for a whole run, and another run may fall into the other).
 """
 from __future__ import annotations
 
-from ccrig.analysis.stats import ratio_ci, summarize
+import math
+
+from ccrig.analysis import stats
 from ccrig.errors import InputError
+
+
+def ratio_ci(num: dict, den: dict) -> dict:
+    """num's mean over den's (two summary.json metrics) with its confidence interval, by the delta method on the
+    two means' own intervals: relative half-widths added in quadrature, h_r = r·√((h_n/m_n)² + (h_d/m_d)²).
+    Each half-width already carries its own method's degrees of freedom (t over runs, or over batch means), so
+    no single df is needed. Returns {"ratio", "half", "level", "method", "reason"}: ratio None without both means
+    or with den's at 0; half None (and reason) when either interval is "none"."""
+    mn, md = num.get("mean"), den.get("mean")
+    out = {"ratio": None, "half": None, "level": stats.LEVEL, "method": None, "reason": ""}
+    if mn is None or md is None or md <= 0:
+        out["reason"] = "no mean to divide" if mn is None or md is None else "the denominator's mean is 0"
+        return out
+    out["ratio"] = r = mn / md
+    cn, cd = num.get("ci"), den.get("ci")
+    if cn is None or cd is None:   # a summary from before issue 14: mean, std, n over interval means
+        r, half = stats.ratio_ci(num, den)
+        # a summary.json without `ci`: t over interval means as if independent, too narrow for correlated ones
+        out.update(half=half, method="delta method over interval means (summary before issue 14)",
+                   reason="" if half is not None else "fewer than 2 samples")
+        return out
+    out["level"] = cd.get("level", stats.LEVEL)
+    if cn.get("method") == "none" or cd.get("method") == "none":
+        out["reason"] = "; ".join(c.get("reason") or "no interval" for c in (cn, cd) if c.get("method") == "none")
+        out["method"] = "none"
+        return out
+    methods = sorted({cn["method"], cd["method"]})
+    out["method"] = f"delta method over {' and '.join(methods)}"
+    out["half"] = math.hypot(cn["half_width"], r * cd["half_width"]) / md   # = r·√(...) above, also at m_n = 0
+    return out
 
 
 def classes(summary: dict, keys: list[dict[int, str]]) -> list[dict]:
@@ -37,15 +71,24 @@ def classes(summary: dict, keys: list[dict[int, str]]) -> list[dict]:
         res = {}
         for key, c in by.items():
             if len(c["flows"]) == 1:
-                stats = c["summaries"][0]
-            elif len(reps) >= 2:
-                stats = summarize([_mean(r, c["flows"]) for r in reps])
+                st = c["summaries"][0]
+            elif len(reps) >= 2:   # issue 14: t over the repetitions' class means, saying so
+                ci = stats.over_runs([m for m in (_mean(r, c["flows"]) for r in reps) if m is not None],
+                                     _level(c["summaries"]))
+                st = {"mean": ci.mean, "std": ci.std, "n": ci.n, "ci": ci.to_dict()}
             else:
                 means = [x["mean"] for x in c["summaries"] if x.get("mean") is not None]
-                stats = {"mean": sum(means) / len(means) if means else None, "n": 1}
-            res[key] = {"flows": c["flows"], "goodput_bps": stats}
+                st = {"mean": sum(means) / len(means) if means else None, "n": 1,
+                      "ci": {"method": "none", "reason": "flows alike pooled within one repetition"}}
+            res[key] = {"flows": c["flows"], "goodput_bps": st}
         out.append(res)
     return out
+
+
+def _level(summaries: list[dict]) -> float:
+    """The confidence level the run's intervals were made at (95 % unless its spec said otherwise)."""
+    return next(((s.get("ci") or {}).get("level") for s in summaries if (s.get("ci") or {}).get("level")),
+                stats.LEVEL)
 
 
 def _mean(rep: dict, flows: list[int]) -> float | None:
@@ -59,7 +102,8 @@ def compare_summaries(summary_a: dict, keys_a: list[dict[int, str]], summary_b: 
                       keys_b: list[dict[int, str]]) -> list[dict]:
     """Run B against run A (each its summary.json and its flows' classes, as `classes` takes them): one row per
     point and class of alike flows, plus one per point for the system:
-    {"point", "class", "flows", "a_bps", "b_bps", "ratio", "ratio_ci95"} (ratio = b / a; its interval or None)."""
+    {"point", "class", "flows", "a_bps", "b_bps", "ratio", "ratio_ci95", "ci_method", "ci_level", "ci_reason"}
+    (ratio = b / a; its interval or None, how it was made or why there is none)."""
     sa, sb = summary_a, summary_b
     if len(sa["points"]) != len(sb["points"]):
         raise InputError(f"RUN_B: has {len(sb['points'])} points, RUN_A {len(sa['points'])}; expected two runs "
@@ -77,9 +121,11 @@ def compare_summaries(summary_a: dict, keys_a: list[dict[int, str]], summary_b: 
 
 
 def _row(point: int, key: str, flows: list[int], a: dict, b: dict) -> dict:
-    ratio, half = ratio_ci(b, a)
+    r = ratio_ci(b, a)
+    ratio, half = r["ratio"], r["half"]
     return {"point": point, "class": key, "flows": flows, "a_bps": a.get("mean"), "b_bps": b.get("mean"),
-            "ratio": ratio, "ratio_ci95": None if half is None else [ratio - half, ratio + half]}
+            "ratio": ratio, "ratio_ci95": None if half is None else [ratio - half, ratio + half],
+            "ci_method": r["method"], "ci_level": r["level"], "ci_reason": r["reason"]}
 
 
 def outside(rows: list[dict], tolerance: float) -> list[dict]:

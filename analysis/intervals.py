@@ -102,3 +102,16 @@ def system_interval(flows: Sequence[dict], t_max: float, dropped: float, offered
         "segs_sent": sum(f["segs_sent"] for f in flows), "segs_retrans": sum(f["segs_retrans"] for f in flows),
         "jain": metrics.jain([f["goodput_bps"] for f in flows]),
     }
+
+
+def active(span: tuple[float, float], a: float, b: float) -> bool:
+    """Whether a flow sending over span (start, stop in seconds) sends in the interval [a, b] at all."""
+    return span[0] < b and span[1] > a
+
+
+def fair_shares(t_max: float, spans: Sequence[tuple[float, float]], a: float, b: float) -> list[float | None]:
+    """Each flow's fair share of t_max over [a, b]: t_max divided among the flows active then (a flow that has
+    stopped or not yet started leaves its share to the others); None for a flow not active in [a, b]."""
+    on = [active(s, a, b) for s in spans]
+    n = sum(on)
+    return [t_max / n if x else None for x in on]

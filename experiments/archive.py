@@ -5,20 +5,28 @@
     <run>/commands.log     every external command as run (ccrig/commands.py)
     <run>/summary.json     per point: parameters, system and per-flow statistics (rewritten after each point)
     <run>/points/NNN/repR/ intervals.csv, trace.csv, qdisc.csv, and each flow's program output (iperf3-<flow>.json,
-                           transfers-<flow>.csv: experiments/workloads/)
+                           transfers-<flow>.csv: experiments/workloads/); repetition.json, the repetition's
+                           summary entry, written last: its presence is what says the repetition is complete
+                           (issue 14: `ccrig run SPEC --resume RUN_DIR` runs only the pairs without it)
 """
 from __future__ import annotations
 
 import csv
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
 import yaml
 
+from ccrig.errors import InputError
+
+REPETITION_RECORD = "repetition.json"
+
 INTERVAL_COLUMNS = ["interval", "t_start", "t_end", "flow", "cc", "goodput_bps", "throughput_bps", "eee", "uar",
-                    "loss", "retrans_rate", "rtt_s", "min_rtt_s", "cwnd", "jain"]
+                    "loss", "retrans_rate", "rtt_s", "min_rtt_s", "cwnd", "jain", "jain_throughput",
+                    "degraded"]   # issue 14: Jain over throughput; an interval computed from a late sampler
 TRACE_COLUMNS = ["t", "flow", "cwnd", "ssthresh", "srtt_s", "bytes_acked", "bytes_sent", "ca_state", "total_retrans"]
 QDISC_COLUMNS = ["t", "node", "dev", "class", "kind", "handle", "parent", "sent_packets", "sent_bytes", "dropped",
                  "overlimits", "requeues", "backlog_packets", "backlog_bytes"]
@@ -94,6 +102,75 @@ class RunArchive:
         d = self.path / "points" / f"{point:03d}" / f"rep{rep}"
         d.mkdir(parents=True, exist_ok=True)
         return d
+
+    # --- issue 14: repetitions as the unit of completion, and resuming -------------------------------------
+    def write_repetition(self, point: int, rep: int, entry: dict) -> None:
+        """The repetition's summary entry into its folder, atomically and last: it marks the pair complete."""
+        d = self.rep_dir(point, rep)
+        tmp = d / f".{REPETITION_RECORD}.tmp"
+        tmp.write_text(json.dumps(entry, indent=1, default=str) + "\n")
+        tmp.rename(d / REPETITION_RECORD)
+
+    def repetitions_done(self) -> dict[tuple[int, int], dict]:
+        """(point, repetition) -> its entry, for every complete pair in the archive."""
+        out = {}
+        for rec in sorted((self.path / "points").glob(f"[0-9][0-9][0-9]/rep*/{REPETITION_RECORD}")):
+            try:
+                out[(int(rec.parent.parent.name), int(rec.parent.name[3:]))] = json.loads(rec.read_text())
+            except (ValueError, json.JSONDecodeError):
+                continue   # cut short by a kill: not complete
+        return out
+
+    def clear_repetition(self, point: int, rep: int) -> None:
+        """What an interrupted attempt at the pair left (its tables, program output), before it runs again."""
+        d = self.path / "points" / f"{point:03d}" / f"rep{rep}"
+        if d.is_dir() and not (d / REPETITION_RECORD).is_file():
+            shutil.rmtree(d)
+
+    def drop_samples(self, log_name: str, pairs: set[tuple[int, int]]) -> int:
+        """Removes from the sample log the samples of the given (point, repetition) pairs (an interrupted
+        attempt's, run again on resume): one series per flow per repetition, the rerun's. Returns how many."""
+        path = self.path / log_name
+        if not path.is_file() or not pairs:
+            return 0
+        keep, dropped = [], 0
+        want = {(str(p), str(r)) for p, r in pairs}
+        for line in path.read_text().splitlines():
+            try:
+                labels = json.loads(line).get("labels", {})
+            except ValueError:
+                dropped += 1   # a line cut short by the kill
+                continue
+            if (labels.get("point"), labels.get("rep")) in want:
+                dropped += 1
+                continue
+            keep.append(line)
+        tmp = path.with_name(f".{log_name}.tmp")
+        tmp.write_text("".join(f"{line}\n" for line in keep))
+        tmp.rename(path)
+        return dropped
+
+
+def open_to_resume(run_dir: Path, raw: dict) -> tuple[RunArchive, dict, dict]:
+    """Issue 14: an archived run to continue: (archive, its summary.json, its env.json). InputError unless it is a
+    run directory whose spec.yaml is the spec given (after --set), field for field."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "spec.yaml").is_file() or not (run_dir / "summary.json").is_file():
+        raise InputError(f"--resume: got {str(run_dir)!r}; expected a run directory holding spec.yaml and "
+                         f"summary.json (results/runs/...)")
+    archived = yaml.safe_load((run_dir / "spec.yaml").read_text())
+    # the resolved spec as it would be archived: compared through the same YAML round trip
+    given = yaml.safe_load(yaml.safe_dump(raw, sort_keys=False))
+    if archived != given:
+        diff = sorted(k for k in set(archived or {}) | set(given) if (archived or {}).get(k) != given.get(k))
+        raise InputError(f"--resume: the spec differs from the one archived in {run_dir / 'spec.yaml'} (fields "
+                         f"{', '.join(diff)}); expected the same spec and --set values as the run being resumed")
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").is_file() else {}
+    except json.JSONDecodeError as e:
+        raise InputError(f"--resume: {run_dir}: summary.json or env.json is not valid JSON ({e})") from None
+    return RunArchive(run_dir), summary, env
 
 
 class RepetitionTables:

@@ -1,6 +1,7 @@
 """The `ccrig` command line: the one entry point (DESIGN.md, "Command line")."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ccrig import jsondoc
 from ccrig.analysis import model_cli
 from ccrig.commands import Commands
 from ccrig.errors import CcrigError, InputError, RunError
@@ -19,7 +21,7 @@ from . import provision, spec as specmod
 from .backfill import backfill
 from .cleanup import clean_all
 from .prometheus_server import PrometheusServer
-from .signals import Interrupted
+from .signals import EXIT_CODES, Interrupted, ignore as ignore_signals
 
 # The commands import the runner, the spec and the report when they are called, not here: `ccrig --help` and a
 # usage error then answer in a fraction of a second instead of the second numpy, scipy and matplotlib take.
@@ -30,6 +32,19 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                        "`ccrig run SPEC` runs it, archives it and exports it to Prometheus.")
 # wide enough for the summary table when the output is not a terminal (a log, CI)
 console = Console(width=None if sys.stdout.isatty() else 150)
+JSON_HELP = "print one JSON document on stdout instead of the table (everything else goes to stderr)"
+
+
+@contextlib.contextmanager
+def json_stdout(as_json: bool):
+    """With --json, stdout is the JSON document's alone: while the command works, whatever else it (or the
+    runner, a testbed, a warning) prints goes to stderr; yields the stream the document goes to."""
+    if not as_json:
+        yield sys.stdout
+        return
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        yield out
 
 
 @app.command()
@@ -45,41 +60,70 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
                                                  "topology nodes to hosts; default $CCRIG_INVENTORY)"),
         kernel: Optional[str] = typer.Option(None, help="the vm testbed's guest kernel: a release such as "
                                              "6.1.0-56-amd64 or an image path (default: the newest installed)"),
-        progress: bool = typer.Option(True, help="show a progress bar")):
+        progress: bool = typer.Option(True, help="show a progress bar"),
+        as_json: bool = typer.Option(False, "--json", help="print the run's summary.json document on stdout "
+                                     "instead of the table (the run directory and everything else on stderr)"),
+        resume: Optional[Path] = typer.Option(None, "--resume", help="continue this run directory (interrupted "
+                                              "or killed): run only the (point, repetition) pairs not complete "
+                                              "in it; SPEC and --set must be the ones it was run with"),
+        sigma: Optional[float] = typer.Option(None, "--sigma", help="confidence intervals of ±SIGMA standard "
+                                              "deviations of a normal, e.g. 3 for Keshav's 3σ (0.9973); the "
+                                              "same as --set ci=LEVEL")):
     """Run an experiment: every sweep point and repetition; print a summary and the run directory.
 
     testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""
+    with json_stdout(as_json) as stream:
+        _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, stream if as_json else None,
+             resume, sigma)
+
+
+def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, json_out, resume=None,
+         sigma=None) -> None:
     from .runner import Options, Runner  # lazy: numpy and scipy
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
+    if sigma is not None:   # issue 14: the level of ±sigma of a normal, as the spec's `ci`
+        if not 0.7 <= sigma <= 5:
+            raise InputError(f"--sigma: got {sigma:g}; expected a number of standard deviations from 0.7 to 5, "
+                             f"e.g. 3 (Keshav's 3σ)")
+        from ccrig.analysis.stats import sigma_level  # lazy: numpy and scipy
+        set_ = [*set_, f"ci={sigma_level(sigma)!r}"]
     _use_inventory(inventory)
     raw, exp = specmod.load(spec, set_)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
     testbed = choose_testbed(spec, raw, exp)
+    if testbeds.get(testbed).elsewhere and resume is not None:   # issue 14
+        raise InputError(f"--resume: not on the {testbed} testbed (the run happens inside it); run the spec "
+                         f"again, or on a testbed of this machine")
     if testbeds.get(testbed).elsewhere:
-        return run_elsewhere(testbeds.get(testbed), spec, set_, exp, out, prometheus, prometheus_dir)
+        return run_elsewhere(testbeds.get(testbed), spec, set_, exp, out, prometheus, prometheus_dir, json_out)
     if testbed != exp.testbed:
         raw, exp = specmod.load(spec, [*set_, f"testbed={testbed}"])
     runner = Runner(spec, raw, exp, Options(out_root=out, prometheus=prometheus, prometheus_root=prometheus_dir,
-                                               progress=progress))
+                                               progress=progress, resume=resume))
     try:
         result = runner.run()
+        ignore_signals()   # issue 17: everything is torn down; a late Ctrl-C must not kill the exit mid-way
     except Interrupted as e:
+        ignore_signals()   # issue 17: torn down; more Ctrl-C must not make the exit a traceback
         path = runner.archive.path if runner.archive is not None else None
         sys.stderr.write(f"ccrig: interrupted ({e}); everything was torn down"
                          + (f"; finished points are in {path}" if path else "") + "\n")
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_CODES.get(str(e), 130))   # issue 16: 143 after SIGTERM
     except CcrigError as e:
         path = runner.archive.path if runner.archive is not None else None
         if path is not None:
             e.args = (f"{e}; everything was torn down; finished points are in {path}",)
         raise
-    print_summary(result.summary)
+    show_summary(result.summary, json_out)
     console.print(f"run directory: {result.path}")
     if result.prometheus_url:
         console.print(f"Prometheus: {result.prometheus_url}  e.g. "
                       f"ccrig_flow_goodput_bytes_per_second{{run=\"{result.summary['run']}\"}}")
+    if result.summary.get("failed"):   # issue 16: the run went on past failed repetitions; the exit code says so
+        raise RunError(f"{result.summary['failed']} repetition(s) failed (their reasons are in "
+                       f"{result.path / 'summary.json'})")
 
 
 def choose_testbed(spec: Path, raw: dict, exp) -> str:
@@ -96,7 +140,8 @@ def choose_testbed(spec: Path, raw: dict, exp) -> str:
     return "vm"
 
 
-def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: str, prometheus_dir: Path) -> None:
+def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: str, prometheus_dir: Path,
+                  json_out=None) -> None:
     """A testbed that runs the whole spec elsewhere (vm: the same `ccrig run` on netns inside a distribution
     kernel under virtme-ng): the run directory lands in OUT here, and its samples are backfilled into this
     machine's Prometheus."""
@@ -107,8 +152,8 @@ def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: 
         raise InputError(f"preflight ({bed.kind} testbed): " + "; ".join(n.problem() for n in missing))
     r = bed.run_spec(spec, set_, exp, out, name=run_prefix())
     summary = json.loads((r.run_dir / "summary.json").read_text())
-    if summary["points"]:
-        print_summary(summary)
+    if summary["points"] or json_out is not None:
+        show_summary(summary, json_out)
     console.print(f"run directory: {r.run_dir}")
     if prometheus == "auto":
         server = PrometheusServer(prometheus_dir)
@@ -120,26 +165,66 @@ def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: 
         raise typer.Exit(r.status)
 
 
-def _fmt(stat: dict, unit: str) -> str:
-    m, (lo, hi) = stat["mean"], stat["ci95"]
+# issue 14: every CI printed says how it was made (summary.json's `ci`: method, n, n_eff, batch length)
+CI_MARKS = {"runs": "r", "batches": "b"}
+
+
+def _fmt(stat: dict, unit: str, marked: bool = True) -> str:
+    """mean ±half-width, the half-width marked with its method (r: across repetitions, b: batch means within a
+    run) unless marked is False (one method for the whole table: ci_note says it); a metric without an interval
+    (method none) gets "(no CI)"."""
+    m = stat["mean"]
     if m is None:
         return "-"
-    half = (hi - lo) / 2 if lo is not None else 0.0
-    if unit == "bps":
-        return f"{m / 1e6:.3f} ±{half / 1e6:.3f}"
-    if unit == "ms":
-        return f"{m * 1e3:.1f} ±{half * 1e3:.1f}"
-    return f"{m:.3f} ±{half:.3f}"
+    ci = stat.get("ci") or {}
+    lo, hi = stat.get("ci95") or (None, None)
+    scale, digits = {"bps": (1e-6, 3), "ms": (1e3, 1)}.get(unit, (1.0, 3))
+    if lo is None:
+        return f"{m * scale:.{digits}f} (no CI)" if ci else f"{m * scale:.{digits}f}"
+    mark = CI_MARKS.get(ci.get("method"), "?") if ci and marked else ""
+    return f"{m * scale:.{digits}f} ±{(hi - lo) / 2 * scale:.{digits}f}" + (f" {mark}" if mark else "")
+
+
+def methods(stats_: list[dict]) -> set[str]:
+    """The methods of the intervals among these metrics (none left out)."""
+    return {(s.get("ci") or {}).get("method") for s in stats_ if s and s.get("ci95")} - {None}
+
+
+def ci_note(summary: dict, only: str | None = None) -> str:
+    """The footnote that says how the CIs were made: one method for all (only), or what the marks mean."""
+    level = summary.get("ci_level", 0.95)
+    reps = summary.get("repetitions", 1)
+    what = {"runs": f"Student's t over the {reps} repetitions' means",
+            "batches": "batch means within the run (batches long enough to be nearly uncorrelated; n_eff and "
+                       "batch length in summary.json)"}
+    if only is not None:
+        body = f"every interval here is {only}: {what.get(only, only)}"
+    else:
+        body = f"r = {what['runs']}, b = {what['batches']}"
+    return (f"CI: {level * 100:.4g} % confidence; {body}; (no CI) = too few independent samples to say (the "
+            f"reason is in summary.json)")
+
+
+def show_summary(summary: dict, json_out=None) -> None:
+    """The summary as tables, or (json_out: the real stdout under --json) as the summary.json document."""
+    if json_out is not None:
+        jsondoc.emit(summary, json_out)
+    else:
+        print_summary(summary)
 
 
 def print_summary(summary: dict) -> None:
     console.print(f"[bold]{summary['experiment']}[/] — {summary['run']} — kernel {summary['kernel']}, "
                   f"{summary['intervals']} intervals of {summary['interval_s']:g} s (first {summary['warmup']} "
-                  f"discarded), {summary['repetitions']} repetition(s); mean ± 95 % CI half-width")
+                  f"discarded), {summary['repetitions']} repetition(s); mean ± "
+                  f"{summary.get('ci_level', 0.95) * 100:.4g} % CI half-width (how each CI was made: below each table)")
     cols = [("goodput_bps", "goodput Mbit/s", "bps"), ("throughput_bps", "throughput Mbit/s", "bps"),
             ("eee", "EEE", ""), ("uar", "UAR", ""), ("loss", "loss", ""), ("rtt_s", "RTT ms", "ms")]
     for p in summary["points"]:
         params = ", ".join(f"{k}={v}" for k, v in p["params"].items()) or "single point"
+        if "failed" in p:   # issue 16: no repetition of it finished
+            console.print(f"point {p['index']}: {params} — failed: {p['failed']}")
+            continue
         t = Table(title=f"point {p['index']}: {params} — T_max {p['t_max_bps'] / 1e6:.3f} Mbit/s "
                         f"(fair share {p['fair_share_bps'] / 1e6:.3f})")
         t.add_column("flow")
@@ -147,15 +232,32 @@ def print_summary(summary: dict) -> None:
         for _, title, _ in cols:
             t.add_column(title, justify="right")
         t.add_column("Jain", justify="right")
-        for f in p["flows"]:
-            t.add_row(str(f["flow"]), f["cc"], *[_fmt(f[m], u) for m, _, u in cols], "")
+        t.add_column("Jain (T)", justify="right")   # issue 14: study 001's, over throughput
         s = p["system"]
-        t.add_row("system", "", *[_fmt(s[m], u) for m, _, u in cols], _fmt(s["jain"], ""), style="bold")
+        # issue 14: each CI says its method: once for the table when all share one, else a mark per cell
+        found = methods([f[m] for f in [*p["flows"], s] for m, _, _ in cols] + [s.get("jain"), s.get("jain_throughput")])
+        marked = len(found) > 1
+        for f in p["flows"]:
+            t.add_row(str(f["flow"]), f["cc"], *[_fmt(f[m], u, marked) for m, _, u in cols], "", "")
+        t.add_row("system", "", *[_fmt(s[m], u, marked) for m, _, u in cols], _fmt(s["jain"], "", marked),
+                  _fmt(s["jain_throughput"], "", marked) if "jain_throughput" in s else "", style="bold")
         console.print(t)
+        console.print(ci_note(summary, None if marked else next(iter(found), "none")), markup=False)
+        for problem in p.get("measurement_problems", []):   # issue 14: goodput above T_max beyond its CI
+            console.print(f"measurement problem: {problem}", markup=False)
+        for why in p.get("unreliable", []):   # issue 14: a late sampler degraded too many intervals
+            console.print(f"unreliable: {why}", markup=False)
+        fid = p.get("fidelity")   # issue 17: whether the testbed, not the configured link, limited the point
+        if fid is not None:
+            console.print(f"fidelity: {fid['verdict']}" + (f" — {'; '.join(fid['reasons'])}" if fid["reasons"]
+                                                          else ""), markup=False)
         gain = p.get("pause_gain")
         if gain and gain.get("percent") is not None:
             lo, hi = gain.get("ci95") or (None, None)
-            ci = f" (95 % CI {lo:.1f} .. {hi:.1f})" if lo is not None else ""
+            none = lo is None or gain.get("ci_method") == "none"   # issue 14: say how, or why not
+            ci = (f" (no CI: {gain.get('reason') or 'too few samples'})" if none else
+                  f" ({gain.get('level', 0.95) * 100:.4g} % CI {lo:.1f} .. {hi:.1f}, "
+                  f"{gain.get('ci_method') or 'delta method'})")
             console.print(f"PAUSE gain: goodput {gain['percent']:+.1f} %{ci} against the same point without PAUSE")
 
 
@@ -173,20 +275,27 @@ def _use_inventory(inventory: Optional[Path]) -> None:
 def preflight(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
               set_: list[str] = typer.Option([], "--set", help="override a spec field: path=value"),
               inventory: Optional[Path] = typer.Option(None, help="the hosts testbed's Ansible inventory (default "
-                                                       "$CCRIG_INVENTORY): its hosts are checked over SSH")):
+                                                       "$CCRIG_INVENTORY): its hosts are checked over SSH"),
+              as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Say what the spec needs and whether this machine has it (on the hosts testbed: each host, over SSH,
-    changing nothing), and how to get what is missing."""
+    changing nothing), and how to get what is missing. Exit 2 when something is missing."""
     from .preflight import needs  # lazy: numpy and scipy
     from .runner import run_prefix  # lazy: numpy and scipy
     _use_inventory(inventory)
     raw, exp = specmod.load(spec, set_)
-    result = needs(specmod.points(raw, exp, str(spec)), Commands(None), run_prefix())
-    t = Table(title=f"preflight: {spec}")
-    for c in ("feature", "needed by", "here", "how to get it"):
-        t.add_column(c)
-    for n in result:
-        t.add_row(n.feature, n.needed_by, "yes" if n.ok else "[red]NO[/]", "" if n.ok else n.how)
-    console.print(t)
+    with json_stdout(as_json) as out:
+        result = needs(specmod.points(raw, exp, str(spec)), Commands(None), run_prefix())
+    if as_json:
+        jsondoc.emit({"spec": str(spec), "testbed": exp.testbed, "ok": all(n.ok for n in result),
+                      "needs": [{"feature": n.feature, "needed_by": n.needed_by, "ok": n.ok,
+                                 "how": "" if n.ok else n.how} for n in result]}, out)
+    else:
+        t = Table(title=f"preflight: {spec}")
+        for c in ("feature", "needed by", "here", "how to get it"):
+            t.add_column(c)
+        for n in result:
+            t.add_row(n.feature, n.needed_by, "yes" if n.ok else "[red]NO[/]", "" if n.ok else n.how)
+        console.print(t)
     missing = [n for n in result if not n.ok]
     if missing:
         raise InputError(f"preflight: {len(missing)} missing: " + "; ".join(n.problem() for n in missing))
@@ -222,30 +331,46 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory (results/ru
 def compare(run_a: Path = typer.Argument(..., help="the reference run directory"),
             run_b: Path = typer.Argument(..., help="the run to compare with it (same spec, e.g. another testbed)"),
             tolerance: Optional[float] = typer.Option(
-                None, help="exit 1 if a class of alike flows or the system differs by more than this fraction")):
+                None, help="exit 1 if a class of alike flows or the system differs by more than this fraction"),
+            as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Goodput of two runs of one spec side by side, flows alike (same cc, workload, start) pooled, each ratio
-    with its 95 % confidence interval where the runs' repetitions (or intervals) give one."""
+    with its confidence interval where the runs' repetitions (or batch means within a run) give one, and the
+    method that made it."""
     from ccrig.analysis.compare import outside  # lazy: numpy and scipy
     from .compare import compare as compare_runs  # lazy: numpy and scipy
     if tolerance is not None and not 0 < tolerance < 1:
         raise InputError(f"--tolerance: got {tolerance!r}; expected a fraction between 0 and 1, e.g. 0.1")
     rows = compare_runs(run_a, run_b)
+    bad = outside(rows, tolerance) if tolerance is not None else []
+    if as_json:
+        jsondoc.emit({"run_a": str(run_a), "run_b": str(run_b), "metric": "goodput_bps", "rows": rows,
+                      "tolerance": tolerance, "outside": [[r["point"], r["class"]] for r in bad]})
+    else:
+        _compare_table(run_a, run_b, rows)
+    if bad:
+        raise RunError(f"compare: {len(bad)} of {len(rows)} rows differ by more than {tolerance:g}: "
+                       + "; ".join(f"point {r['point']} {r['class']}: B/A {r['ratio']}" for r in bad))
+    if tolerance is not None and not as_json:
+        console.print(f"every row within {tolerance:g} of RUN_A")
+
+
+def _compare_table(run_a: Path, run_b: Path, rows: list[dict]) -> None:
     table = Table(title=f"{run_b.name} against {run_a.name} (goodput, Mbit/s)")
-    for col in ("point", "flows alike", "flows", "A", "B", "B/A", "95 % CI of B/A"):
-        table.add_column(col, justify="left" if col == "flows alike" else "right")
+    level = next((r.get("ci_level") for r in rows if r.get("ci_level")), 0.95)
+    for col in ("point", "flows alike", "flows", "A", "B", "B/A", f"{level * 100:.4g} % CI of B/A", "CI method"):
+        table.add_column(col, justify="left" if col in ("flows alike", "CI method") else "right")
     for r in rows:
         ci = r["ratio_ci95"]
         table.add_row(str(r["point"]), r["class"], ",".join(map(str, r["flows"])),
                       *[("–" if v is None else f"{v / 1e6:.3f}") for v in (r["a_bps"], r["b_bps"])],
                       "–" if r["ratio"] is None else f"{r['ratio']:.3f}",
-                      "–" if ci is None else f"{ci[0]:.3f} .. {ci[1]:.3f}")
+                      "–" if ci is None else f"{ci[0]:.3f} .. {ci[1]:.3f}",
+                      # issue 14: how the interval was made (the reason for none is in --json's ci_reason)
+                      (r.get("ci_method") or "").removeprefix("delta method over ") if ci is not None else "none")
     console.print(table)
-    if tolerance is not None:
-        bad = outside(rows, tolerance)
-        if bad:
-            raise RunError(f"compare: {len(bad)} of {len(rows)} rows differ by more than {tolerance:g}: "
-                           + "; ".join(f"point {r['point']} {r['class']}: B/A {r['ratio']}" for r in bad))
-        console.print(f"every row within {tolerance:g} of RUN_A")
+    console.print("CI method: the delta method on A's and B's own intervals, each over repetitions (runs) or by "
+                  "batch means within a run (batches); none: a mean without an interval (--json says why)",
+                  markup=False)
 
 
 # sub-command groups live with their domain
@@ -259,6 +384,9 @@ def _usage_error(e: Exception) -> int | None:
     line, exit 2. Typer bundles its own click, so its errors are recognised by shape, not by click's class."""
     if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):
         return None
+    if type(e).__name__ == "NoArgsIsHelpError":   # `ccrig` or `ccrig model` alone: the help is the answer
+        sys.stderr.write(e.format_message() + "\n")
+        return 2
     ctx = getattr(e, "ctx", None)
     usage = ctx.get_usage().strip() if ctx is not None else "Usage: ccrig [OPTIONS] COMMAND [ARGS]..."
     sys.stderr.write(f"ccrig: error: {e.format_message()}\n{usage}\n")

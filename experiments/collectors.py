@@ -1,14 +1,19 @@
 """Collectors: the kernel's counters of a running point.
 
 FlowSampler runs experiments/sampler.py on a node (through the testbed, so it works in a namespace, on a
-Mininet host or over SSH) and gathers its JSON lines in a thread. QdiscReader reads a link's `tc -s -j`
-statistics at each interval boundary.
+Mininet host or over SSH) and gathers its JSON lines in a thread. MachineSampler is one such process for every
+node of one machine (one per host on the hosts testbed), built by machine_samplers(); QdiscReader reads a link's
+`tc -s -j` statistics at each interval boundary.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ccrig.errors import RunError
@@ -17,21 +22,29 @@ from ccrig.qdiscs.stats import parse, parse_classes
 from ccrig.topologies.testbed import Testbed
 
 SAMPLER = Path(__file__).with_name("sampler.py")
+# the same sampler in C (its header says why): built here on first use, cached by the source's hash
+NATIVE_SOURCE = Path(__file__).with_name("sampler.c")
+NATIVE = True   # False: always the Python sampler (tests/host/test_sampler.py runs both)
 
 
 class FlowSampler:
-    def __init__(self, testbed: Testbed, node: str, keys: list[str], period: float, t0: float = 0.0):
+    def __init__(self, testbed: Testbed, node: str, keys: list[str], period: float, t0: float = 0.0,
+                 argv: list[str] | None = None, program: list[str] | None = None):
         # samples are kept in unix time; t0 (set once traffic starts) makes them relative on the way out
-        self.node, self.keys, self.t0 = node, keys, t0
+        self.node, self.keys, self.t0, self.period = node, keys, t0, period
         self.ready = threading.Event()
         # a remote host's clock runs apart from ours: its samples are moved onto our time line
         self.offset = testbed.clock_offset(node)
-        argv = [*testbed.python(node), str(SAMPLER), "--period", f"{period:g}"]
-        for k in keys:
-            argv += ["--match", k]
+        if argv is None:   # one node's sockets, found by dumping its namespace
+            argv = [a for k in keys for a in ("--match", k)]
+        program = program or [*testbed.python(node), str(SAMPLER)]
+        argv = [*program, "--period", f"{period:g}", *argv]
         self.proc = testbed.popen(node, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # key -> [(t since t0, fields)]
         self.samples: dict[str, list[tuple[float, dict]]] = {k: [] for k in keys}
+        # the sampler's own account, for the fidelity monitor: the times of its polls, its CPU seconds
+        self.poll_times: list[float] = []
+        self.cpu: list[tuple[float, float]] = []
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -44,6 +57,9 @@ class FlowSampler:
                 continue
             t = rec["t"] - self.offset
             self.ready.set()
+            self.poll_times.append(t)
+            if "cpu" in rec:
+                self.cpu.append((t, rec["cpu"]))
             with self.lock:
                 for k, fields in rec["s"].items():
                     if k in self.samples:
@@ -73,6 +89,140 @@ class FlowSampler:
 
     def stop(self) -> None:
         stop_group(self.proc)
+        self.thread.join(timeout=2)
+
+
+class MachineSampler(FlowSampler):
+    """One sampler process for all the given nodes that share a machine: it enters each node's network
+    namespace once to open a netlink socket there and looks every flow socket up by its 4-tuple each period
+    (experiments/sampler.py says why not a dump). Started through the testbed's popen on the group's first
+    node, so on the hosts testbed it runs on that host."""
+
+    def __init__(self, testbed: Testbed, nodes: dict[str, tuple[str, list[tuple[str, int, str, int]]]],
+                 period: float, t0: float = 0.0):
+        # nodes: node -> (its namespace as the sampler names it, its sockets (laddr, lport, raddr, rport))
+        argv, keys = [], []
+        for ns, socks in nodes.values():
+            argv += ["--ns", ns]
+            for a, lp, b, rp in socks:
+                argv += ["--sock", f"{a},{lp},{b},{rp}"]
+                keys.append(f"{lp}:{rp}")
+        first = next(iter(nodes))
+        # the C build runs where this machine's files are (not on a remote host: there Python, shipped as is)
+        native = None if testbed.remote or not NATIVE else native_sampler(testbed.commands)
+        super().__init__(testbed, first, keys, period, t0, argv=argv, program=[str(native)] if native else None)
+        self.nodes = list(nodes)
+        self.native = native is not None
+
+
+def native_sampler(commands) -> Path | None:
+    """experiments/sampler.c built for this machine (cc -O2, under ~/.cache/ccrig, once per source version), or
+    None without a C compiler or kernel headers (then the Python sampler runs)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    source = NATIVE_SOURCE.read_bytes()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccrig"
+    exe = cache / f"sampler-{hashlib.sha256(source).hexdigest()[:16]}"
+    if exe.exists():
+        return exe
+    tmp = exe.with_name(f"{exe.name}.{os.getpid()}")   # two runs building at once each rename a whole file
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        if commands.run([cc, "-O2", "-o", str(tmp), str(NATIVE_SOURCE)], check=False, timeout=120).returncode:
+            tmp.unlink(missing_ok=True)
+            return None
+        os.replace(tmp, exe)
+    except OSError:   # a read-only home (a guest's): the Python sampler does the same work
+        return None
+    return exe
+
+
+def _identity(testbed: Testbed, node: str) -> tuple[str, str]:
+    """(the machine the node runs on, its network namespace's inode there), asked on the node itself so any
+    testbed answers the same way (a namespace, a Mininet host, a host over SSH)."""
+    out = testbed.run(node, ["sh", "-c", "cat /proc/sys/kernel/random/boot_id; stat -L -c %i /proc/self/ns/net"],
+                      timeout=30).stdout.split()
+    if len(out) != 2:
+        raise RunError(f"could not tell the network namespace of {testbed.where(node)}: got {out!r}")
+    return out[0], out[1]
+
+
+def machine_samplers(testbed: Testbed, flows, period: float) -> list[MachineSampler]:
+    """One MachineSampler per machine for the flows' TCP sockets (both ends of each, keyed as Flow.sender_key
+    and receiver_key). Replaces one sampler per node: 100 flows made 200 Python processes at 50 Hz."""
+    socks: dict[str, list] = {}
+    for f in flows:
+        snd, rcv = testbed.address(f.sender), testbed.address(f.receiver)
+        socks.setdefault(f.sender, []).append((snd, f.client_port, rcv, f.server_port))
+        socks.setdefault(f.receiver, []).append((rcv, f.server_port, snd, f.client_port))
+    # one small command per node, a few at a time (ip netns exec or ssh: milliseconds each)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        ids = dict(zip(socks, pool.map(lambda n: _identity(testbed, n), socks)))
+    by_machine: dict[str, dict] = {}
+    for node, (machine, ino) in ids.items():
+        by_machine.setdefault(machine, {})[node] = (f"ino:{ino}", socks[node])
+    out: list[MachineSampler] = []
+    try:
+        for nodes in by_machine.values():
+            out.append(MachineSampler(testbed, nodes, period))
+    except BaseException:
+        for s in out:
+            s.stop()
+        raise
+    return out
+
+
+# --- issue 15: flows without a TCP socket (UDP) ---------------------------------------------------------------
+class ReceiverLog(FlowSampler):
+    """A flow without a TCP socket (a UDP source), measured from its receiver's own output: the receiver prints
+    the sampler's line format (experiments/workloads/sources.py) into the archive, and this follows the file as
+    it grows, keeping its counters under the flow's sender and receiver keys as a sampler would. `proc` is the
+    receiver (alive while it reports); stop() stops following, not the receiver (Traffic ends it)."""
+
+    def __init__(self, testbed: Testbed, node: str, source_key: str, keys: list[str], path: Path,
+                 proc: subprocess.Popen, period: float, t0: float = 0.0):
+        self.node, self.keys, self.t0, self.path, self.proc = node, keys, t0, path, proc
+        self.source_key, self.period = source_key, period
+        self.ready = threading.Event()
+        self.offset = testbed.clock_offset(node)
+        self.samples = {k: [] for k in keys}
+        self.lock = threading.Lock()
+        self._stopped = threading.Event()
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+        self.thread.start()
+
+    def _follow(self) -> None:
+        with open(self.path) as f:
+            part = ""
+            while not self._stopped.is_set():
+                chunk = f.readline()
+                if not chunk:
+                    self._stopped.wait(self.period / 2)
+                    continue
+                part += chunk
+                if not part.endswith("\n"):
+                    continue   # the rest of the line is still being written
+                line, part = part, ""
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                fields = rec["s"].get(self.source_key)
+                self.ready.set()
+                if fields is None:
+                    continue
+                with self.lock:
+                    for k in self.keys:
+                        self.samples[k].append((rec["t"] - self.offset, fields))
+
+    def error(self) -> str:
+        if self.proc.poll() is None:
+            return ""
+        return f"the receiver ended ({self.path.name}: {self.path.read_text()[-300:].strip() or 'empty'})"
+
+    def stop(self) -> None:
+        self._stopped.set()
         self.thread.join(timeout=2)
 
 

@@ -3,8 +3,8 @@ to say whether the second reproduces the first.
 
 This side reads the two run directories and says, from each run's resolved spec.yaml, which flows of a point
 are alike (same congestion control, workload and start); analysis/compare.py pools the alike flows' goodput from
-summary.json and gives each ratio B/A with its 95 % confidence interval (why flows alike are pooled, and what
-the interval says, is told there).
+summary.json and gives each ratio B/A with its confidence interval and the method that made it (issue 14: over
+repetitions, or batch means within a run; why flows alike are pooled, and what the interval says, is told there).
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def flow_classes(points: list[specmod.Point]) -> list[dict[int, str]]:
 
 def compare(run_a: Path, run_b: Path) -> list[dict]:
     """One row per point and class of alike flows, plus one per point for the system:
-    {"point", "class", "flows", "a_bps", "b_bps", "ratio", "ratio_ci95"} (ratio = b / a; its interval or None)."""
+    {"point", "class", "flows", "a_bps", "b_bps", "ratio", "ratio_ci95", "ci_method", "ci_level", "ci_reason"}
+    (ratio = b / a; its interval or None, how it was made or why there is none)."""
     sa, pa = load_run(run_a, "RUN_A")
     sb, pb = load_run(run_b, "RUN_B")
     return compare_summaries(sa, flow_classes(pa), sb, flow_classes(pb))

@@ -51,6 +51,9 @@ HELP = {
     "qdisc_backlog_bytes": ("gauge", "Bytes queued at the end of the interval"),
     "point_result": ("gauge", "A point's result over its measured intervals, in the units of the series named by "
                      "`series`: stat is mean, std, ci95_low or ci95_high"),
+    # issue 17: the fidelity monitor (experiments/fidelity.py)
+    "point_fidelity": ("gauge", "1 when the testbed, not the configured bottleneck, limited the point "
+                       "(verdict testbed-limited), 0 when ok"),
 }
 
 # interval metric (summary.json name, SI units) -> (exporter name suffix, factor): Prometheus' base unit for data

@@ -25,7 +25,7 @@ import platform
 from dataclasses import asdict
 from pathlib import Path
 
-from ccrig.analysis.stats import ratio_ci
+from ccrig.analysis.compare import ratio_ci
 from ccrig.qdiscs import probe
 from ccrig.topologies import testbeds
 from ccrig.topologies.pause import chain_controller, chain_plan
@@ -271,16 +271,24 @@ def _over_reps(records: list[dict | None]) -> dict | None:
 
 
 def gain(with_pause: dict, without: dict) -> dict:
-    """The goodput increase PAUSE brings, in percent: 100 (G_pause / G_without - 1), with a 95 % confidence
-    interval by the delta method on the two means' standard errors (each a mean over repetitions, or over one
-    repetition's measured intervals), Student's t with the smaller sample's degrees of freedom."""
+    """The goodput increase PAUSE brings, in percent: 100 (G_pause / G_without - 1), with a confidence interval by
+    the delta method on the two means' own intervals (issue 14, analysis.compare.ratio_ci: each over repetitions
+    or by batch means within a run, saying its method; none, with the reason, when either has none)."""
     out = {"metric": "goodput_bps", "with_pause_bps": with_pause.get("mean"), "without_pause_bps":
            without.get("mean"), "percent": None, "ci95": [None, None],
            "method": "delta method, t with min(n) - 1 degrees of freedom"}
-    r, half = ratio_ci(with_pause, without)
-    if r is None:
+    r = ratio_ci(with_pause, without)
+    out.update(level=r["level"], ci_method=r["method"], reason=r["reason"])
+    if "ci" in with_pause and "ci" in without:
+        out["method"] = "delta method on the two means' confidence intervals"
+    if r["ratio"] is None:
         return out
-    out["percent"] = 100 * (r - 1)
-    out["ci95"] = [out["percent"], out["percent"]] if half is None else [100 * (r - half - 1), 100 * (r + half - 1)]
+    out["percent"] = 100 * (r["ratio"] - 1)
+    half = r["half"]
+    if half is None:
+        # no interval: ci95 stays the point itself, as before issue 14 (its readers expect two numbers);
+        # ci_method "none" and the reason say that it is not an interval
+        out["ci95"] = [out["percent"], out["percent"]]
+        return out
+    out["ci95"] = [100 * (r["ratio"] - half - 1), 100 * (r["ratio"] + half - 1)]
     return out
-

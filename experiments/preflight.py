@@ -17,6 +17,10 @@ from ccrig.tcp_modules.manager import CcManager
 from ccrig.topologies.links import egress_argv
 from ccrig.topologies.pause import chain_plan
 from .pause_run import applies, needs as pause_needs, testbed_class
+from ccrig.topologies.loss import program as loss_program
+from . import events
+from .events.conditions import LinkConditions
+from .sender_tcp import SenderTcp
 from .spec import Point
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "iperf3": "iperf3", "ethtool": "ethtool"}
@@ -33,7 +37,8 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     # queue disciplines, netem included, that any point's links ask for
     kinds: dict[str, str] = {}
     for p in points:
-        for by_kind in qdisc_kinds(p.experiment.topology.build(p.experiment.n_flows)).values():
+        bpf_loss = not netem_here(p.experiment, commands, prefix)   # issue 15
+        for by_kind in qdisc_kinds(p.experiment.topology.build(p.experiment.n_flows), bpf_loss).values():
             for kind, by in by_kind.items():
                 kinds.setdefault(kind, by)
     # every link's tc argv is rendered now, so a discipline whose parameters do not fit its link (a RED
@@ -62,6 +67,7 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
         problems = CcManager(commands, prefix, points[0].experiment.cc_form).preflight(ccs)
         out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
     out += pause_needs(points, commands, prefix)
+    out += link_conditions(points, commands, prefix)   # issue 15
     out += _remote(points, commands, prefix)
     # one line per distinct need
     seen, unique = set(), []
@@ -72,7 +78,17 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     return unique
 
 
-def qdisc_kinds(topo) -> dict[str, dict[str, str]]:
+def netem_here(exp, commands: Commands, prefix: str) -> bool:
+    """Whether the links' random loss is netem's (True) or the BPF program's (False, topologies/loss): netem
+    where this kernel has it; a remote testbed's hosts are probed for netem like any discipline (qdisc_kinds), and
+    a testbed that runs elsewhere (vm) decides in its own kernel."""
+    bed = testbed_class(exp)
+    if bed.remote or bed.elsewhere or os.geteuid() != 0 or not shutil.which("tc"):
+        return True
+    return "netem" in probe.available(commands, prefix)
+
+
+def qdisc_kinds(topo, bpf_loss: bool = False) -> dict[str, dict[str, str]]:
     """The queue disciplines, netem included, a topology's links ask for: transmitting node -> kind -> what
     needs it (the first link that does)."""
     out: dict[str, dict[str, str]] = {}
@@ -80,9 +96,41 @@ def qdisc_kinds(topo) -> dict[str, dict[str, str]]:
         for (a, b), eg in (((link.a, link.b), link.a_to_b), ((link.b, link.a), link.b_to_a)):
             if eg.qdisc is not None and eg.rate is not None:
                 out.setdefault(a, {}).setdefault(eg.qdisc.kind, f"the {a}->{b} link's qdisc")
-            if eg.needs_netem:
+            # issue 15: random loss alone needs no netem where the BPF program stands in for it
+            if eg.delay > 0 or (eg.loss > 0 and not bpf_loss):
                 what = "added delay" if eg.delay > 0 else "random loss"
                 out.setdefault(a, {}).setdefault("netem", f"{what} on the {a}->{b} link")
+    return out
+
+
+def link_conditions(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
+    """Issue 15, rendered and checked: how each link's random loss is realised (netem, or the BPF program with
+    its tc argv and object), each link event on its schedule (refused by name where this testbed cannot do it),
+    and the senders' TCP settings (sysctls and route options; flows sharing a node or route must agree)."""
+    out: list[Need] = []
+    for p in points:
+        exp = p.experiment
+        topo = exp.topology.build(exp.n_flows)
+        netem = netem_here(exp, commands, prefix)
+        cond = LinkConditions(exp, topo, netem)
+        where = f"point {p.index}" if len(points) > 1 else "the spec"
+        for i, why in enumerate(events.problems(cond.events, topo, netem, exp.duration)):
+            out.append(Need("a link event this testbed can make", where, False, why))
+        if cond.points:
+            why = loss_program.why_not()
+            out.append(Need(f"the loss BPF program ({loss_program.OBJECT})", "random loss without netem and "
+                            "link events (down, loss)", not why, "; ".join(why)))
+        for d in cond.points:
+            dev = topo.egress_of(d.node, d.peer).name if d.hook == "egress" else topo.egress_of(d.peer, d.node).name
+            argv = " ; ".join(" ".join(a) for a in loss_program.attach_argv(dev, str(loss_program.OBJECT),
+                                                                            d.hook))
+            out.append(Need(f"{d.name} on {d.at}: {argv}" + (f" (loss {d.loss})" if d.loss else ""),
+                            "BPF drop point", True))
+        for line in events.render(cond.events, exp.duration):
+            out.append(Need(f"link event {line.strip()}", "events", True))
+        pairs = [topo.pairs[i % len(topo.pairs)] for i in range(exp.n_flows)]
+        plan = SenderTcp(None, [(i, f, *pairs[i]) for i, f in enumerate(exp.flow_list())])
+        out += [Need(line, "flows[].tcp / max_window", True) for line in plan.describe_plan()]
     return out
 
 

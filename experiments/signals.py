@@ -1,15 +1,19 @@
 """Ctrl-C and SIGTERM during a run: the run stops, tears everything down and keeps what it measured.
 
 While a run goes, SIGINT and SIGTERM raise Interrupted where the run is (trapped). While it tears down, they are
-only noted (deferred): a second Ctrl-C must not cut the teardown short, so it is raised once everything is gone.
-Signal handlers belong to the main thread: elsewhere (a runner in a test's thread) both do nothing.
+only noted (deferred): a second Ctrl-C must not cut the teardown short, so it is raised once everything is gone;
+it is answered with one line saying what is still being cleaned (issue 17). Signal handlers belong to the main
+thread: elsewhere (a runner in a test's thread) both do nothing. EXIT_CODES: the shell's 128 + signal number.
 """
 from __future__ import annotations
 
 import signal
+import sys
 import threading
+from typing import Callable
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}   # issue 16: SIGTERM ends as a shell says it did
 
 
 class Interrupted(Exception):
@@ -32,12 +36,37 @@ def _restore(old: dict | None) -> None:
         signal.signal(s, h)
 
 
+def _say_cleaning(remaining: Callable[[], str] | None) -> None:
+    left = remaining() if remaining is not None else ""
+    sys.stderr.write(f"ccrig: still cleaning up{': ' + left if left else ''}; please wait\n")
+    sys.stderr.flush()
+
+
+def ignore() -> None:
+    """Everything is torn down and the process is on its way out: a late Ctrl-C must not turn the clean exit into
+    a KeyboardInterrupt traceback and a death by SIGINT (issue 17)."""
+    if threading.current_thread() is threading.main_thread():
+        for s in SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+
+
 class trapped:
-    """Within it, SIGINT and SIGTERM raise Interrupted."""
+    """Within it, the first SIGINT or SIGTERM raises Interrupted; later ones are only said (issue 17): the
+    teardown the first one set off must not be cut short on its way into deferred()."""
+
+    def __init__(self, remaining: Callable[[], str] | None = None):
+        self.remaining, self.fired = remaining, False
 
     def __enter__(self):
-        self.old = _install(_raise)
+        self.old = _install(self._raise_once)
         return self
+
+    def _raise_once(self, signum, frame) -> None:
+        if self.fired:
+            _say_cleaning(self.remaining)
+            return
+        self.fired = True
+        _raise(signum, frame)
 
     def __exit__(self, *exc):
         _restore(self.old)
@@ -46,12 +75,19 @@ class trapped:
 
 class deferred:
     """Within it, SIGINT and SIGTERM are noted; the first is raised as Interrupted on leaving, unless another
-    exception is already on its way."""
+    exception is already on its way. remaining() (issue 17) names what is still to tear down, said on each one."""
+
+    def __init__(self, remaining: Callable[[], str] | None = None):
+        self.remaining = remaining
 
     def __enter__(self):
         self.caught: list[int] = []
-        self.old = _install(lambda n, f: self.caught.append(n))
+        self.old = _install(self._note)
         return self
+
+    def _note(self, signum, frame) -> None:
+        self.caught.append(signum)
+        _say_cleaning(self.remaining)
 
     def __exit__(self, exc_type, *rest):
         _restore(self.old)

@@ -39,7 +39,9 @@ class Sinks:
         if prometheus == "auto":
             server = PrometheusServer(prometheus_root, self.commands)
             self.url = server.ensure(self.interval)
-            self.target = server.add_target(self.interval, self.run_id, self.exporter.address, {})
+            # issue 14: instance is the run, not the exporter's port, so a resumed run's series are the same series
+            self.target = server.add_target(self.interval, self.run_id, self.exporter.address,
+                                            {"instance": self.run_id})
         else:
             self.url = prometheus.rstrip("/")
             sd = os.environ.get("CCRIG_PROMETHEUS_TARGETS")
@@ -90,9 +92,15 @@ def point_samples(labels: dict, point: dict) -> list[Sample]:
             for m in METRICS + (["jain"] if scope == "system" else []):
                 s = e[m]
                 suffix, factor = SERIES[m]
-                for stat_name, v in (("mean", s["mean"]), ("std", s["std"]), ("ci95_low", s["ci95"][0]),
-                                     ("ci95_high", s["ci95"][1])):
+                ci = s["ci95"] or (None, None)   # issue 14: null when the interval's method is none
+                for stat_name, v in (("mean", s["mean"]), ("std", s["std"]), ("ci95_low", ci[0]),
+                                     ("ci95_high", ci[1])):
                     if v is not None:
                         out.append(Sample("point_result", {**lab, "series": f"ccrig_{scope}_{suffix}",
                                                            "stat": stat_name}, v * factor, ts))
+    # issue 17: the point's fidelity verdict, 1 when the testbed (not the configured link) limited it
+    fid = point.get("fidelity")
+    if fid is not None:
+        out.append(Sample("point_fidelity", {**labels, "verdict": fid["verdict"]},
+                          1.0 if fid["verdict"] != "ok" else 0.0, ts))
     return out

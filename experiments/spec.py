@@ -11,6 +11,8 @@
     warmup: 1            # measurement intervals discarded at the start
     repetitions: 1
     sweep: {topology.bottleneck.buffer: [10pkt, 50pkt]}
+    ci: 0.95             # confidence level of every interval (issue 14)
+    seed: 7              # order of the (point, repetition) pairs (issue 14; default derived and recorded)
 
 Every error names the path of the field, the value given and what is accepted.
 """
@@ -27,23 +29,37 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from ccrig.tcp_modules.spec import CcField, cc_key
 from ccrig import qdiscs, topologies
 from ccrig.topologies import testbeds, topology_union
+from ccrig.topologies.dumbbell import MAX_PAIRS
 from ccrig.errors import InputError
-from ccrig.fields import TimeField
-from . import workloads
+from ccrig.fields import MAX_FLOWS, FlowCount, TimeField
+from . import events, workloads
+from .sender_tcp import TcpSettings
 
 TopologyField = topology_union()
+# a sampling interval shorter than this cannot be kept: each one reads every flow's TCP_INFO and every qdisc
+MIN_INTERVAL_S = 0.01
+MAX_REPETITIONS = 1000
+# a spec file longer than this is not a spec someone wrote (the seed studies' are under 2 KiB)
+MAX_SPEC_BYTES = 1024 * 1024
 WorkloadField = workloads.workload_union()
+EventField = events.event_union()
 
 
 class Flow(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    count: int = Field(1, ge=1)
+    count: FlowCount = 1
     # a kernel name (net.ipv4.tcp_available_congestion_control), a preset of the alpha/beta or polynomial
     # laws (ab_smooth, poly_pipd, ...), or a parameterisation {law: alphabeta|poly, ...}: tcp_modules/spec.py
     cc: CcField = "cubic"
     # one of the workloads (experiments/workloads/), by kind; bulk when none is named
     workload: WorkloadField = Field(default_factory=workloads.default)
     start: TimeField = 0.0
+    # issue 15: the flow ends at `stop` (contention that decreases); its metrics cover its active intervals only
+    stop: TimeField | None = None
+    # issue 15: the sender's congestion window never exceeds this many packets (the route's `cwnd lock`)
+    max_window: int | None = Field(None, ge=1, le=1_000_000)
+    # issue 15: per-sender TCP behaviour (sack, recovery, frto, ecn, initcwnd, rto_min, quickack): sender_tcp.py
+    tcp: TcpSettings | None = None
 
     @property
     def cc_label(self) -> str:
@@ -69,10 +85,20 @@ class _Experiment(BaseModel):
     duration: TimeField
     interval: TimeField = 1.0
     warmup: int = Field(1, ge=0)
-    repetitions: int = Field(1, ge=1)
+    repetitions: int = Field(1, ge=1, le=MAX_REPETITIONS)
     sweep: dict[str, list[Any]] = {}
+    # issue 15: link events on a schedule (experiments/events/): down, rate, loss, delay
+    events: list[EventField] = []
     # pause_chain: every point also runs without PAUSE (T1 = T2 = B2) and reports the goodput gain
     pause_gain: bool = False
+    # issue 17: strict fails the run (exit 1) when a point was testbed-limited (experiments/fidelity.py); warn
+    # only reports the verdict
+    fidelity: Literal["warn", "strict"] = "warn"
+    # issue 14: the confidence level of every interval (0.95; 0.9973 is Keshav's 3σ, `ccrig run --sigma 3`)
+    ci: float = Field(0.95, gt=0.5, lt=1.0)
+    # issue 14: the seed of the randomised order of (point, repetition) pairs; none: derived from the run's name
+    # and recorded in summary.json (a resumed run reuses it)
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)
 
     @field_validator("testbed")
     @classmethod
@@ -94,12 +120,32 @@ class _Experiment(BaseModel):
 
     @model_validator(mode="after")
     def _intervals(self):
-        if self.interval <= 0:
-            raise ValueError(f"interval: got {self.interval:g}s; expected a positive time such as 1s")
+        if self.interval < MIN_INTERVAL_S:
+            raise ValueError(f"interval: got {self.interval:g}s; expected a time of at least "
+                             f"{MIN_INTERVAL_S * 1e3:g}ms such as 1s (every interval samples each flow and qdisc)")
         n = int(round(self.duration / self.interval))
         if n < self.warmup + 2:
             raise ValueError(f"duration: got {self.duration:g}s, which is {n} intervals of {self.interval:g}s; "
                              f"expected at least warmup + 2 = {self.warmup + 2} intervals")
+        if self.n_flows > MAX_FLOWS:
+            raise ValueError(f"flows: got {self.n_flows} flows in all; expected at most {MAX_FLOWS} (the most one "
+                             f"run starts)")
+        if getattr(self.topology, "pairs", 1) is None and self.n_flows > MAX_PAIRS:
+            raise ValueError(f"flows: got {self.n_flows} flows, each on a host pair of its own; expected at most "
+                             f"{MAX_PAIRS} (the topology's address plan), or set topology.pairs to share pairs")
+        for i, f in enumerate(self.flows):
+            if f.start >= self.duration:
+                raise ValueError(f"flows[{i}].start: got {f.start:g}s; expected a time before the end of the run "
+                                 f"(duration {self.duration:g}s)")
+            if f.stop is not None and f.stop <= f.start:   # issue 15
+                raise ValueError(f"flows[{i}].stop: got {f.stop:g}s; expected a time after start ({f.start:g}s)")
+            if f.stop is not None and f.stop > self.duration:   # issue 15
+                raise ValueError(f"flows[{i}].stop: got {f.stop:g}s; expected a time within the run "
+                                 f"(duration {self.duration:g}s)")
+        if self.events:   # issue 15: every event on a link the topology has (netem is the testbed's: preflight)
+            problems = events.problems(self.events, self.topology.build(self.n_flows), True, self.duration)
+            if problems:
+                raise ValueError(problems[0])
         return self
 
     @property
@@ -208,7 +254,10 @@ def format_errors(source: str, err: ValidationError) -> InputError:
             lines.append(f"{path}: got {value!r}; {e['msg'].replace('Input should be', 'expected')}")
         else:
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"{path}: got {value!r}; {msg}" if "got " not in msg else f"{path}: {msg}")
+            if "got " not in msg:
+                lines.append(f"{path}: got {value!r}; {msg}")
+            else:   # the check named the field itself (a cross-field check on the whole experiment)
+                lines.append(msg if not loc else f"{path}: {msg}")
     return InputError(f"{source}: " + "; ".join(lines))
 
 
@@ -259,9 +308,19 @@ def load_raw(path: Path) -> dict:
     if not path.is_file():
         raise InputError(f"{path}: no such spec file; expected a YAML file such as experiments/specs/default.yaml")
     try:
-        raw = yaml.safe_load(path.read_text())
+        with path.open("rb") as f:   # one byte more than a spec may have says it is too long
+            data = f.read(MAX_SPEC_BYTES + 1)
+        if len(data) > MAX_SPEC_BYTES:
+            raise InputError(f"{path}: got a file of more than {MAX_SPEC_BYTES} bytes; expected a spec of at "
+                             f"most {MAX_SPEC_BYTES // 1024} KiB")
+        if b"\x00" in data:   # valid UTF-8 perhaps, but binary all the same
+            raise UnicodeDecodeError("utf-8", data, data.index(b"\x00"), data.index(b"\x00") + 1, "NUL byte")
+        raw = yaml.safe_load(data.decode("utf-8"))
     except OSError as e:
         raise InputError(f"{path}: cannot read the spec file: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not a text file (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                         f"expected a YAML spec in UTF-8") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -1,49 +1,161 @@
 """What summary.json says of a repetition and of a point, assembled from the interval rows and the samplers.
 
-A repetition: per metric the mean of its measured interval means, their spread and 95 % CI (analysis.stats), for
-the system and each flow; the cross-check of the kernel's byte counts against the workload program's own; the
-faults seen in the trace; what each workload kind adds (files: `transfers`). A point: the same metrics over its
-repetitions, and the repetitions themselves.
+A repetition: per metric the mean of its measured interval means, their spread and a confidence interval that
+holds (issue 14, analysis.stats.confidence: batch means within the run), for the system and each flow; the
+cross-check of the kernel's byte counts against the workload program's own; the faults seen in the trace; what
+each workload kind adds (files: `transfers`). A point: the same metrics over its repetitions (Student's t over
+the repetitions' means when there are two or more), and the repetitions themselves.
+
+Every metric is {"mean", "std", "n", "ci95", "ci"}: `ci` is the analysis.stats.Ci as a dict (method runs |
+batches | none, level, n, n_eff, batch_len, reason, ...); `ci95` is its [low, high] — at the spec's level, 95 %
+unless `ci:` or `--sigma` says otherwise, the key kept for the readers of older summaries — or null when the
+method is none (ci.reason says why).
 """
 from __future__ import annotations
 
 import platform
 from typing import Any
 
-from ccrig.analysis import stats
+from ccrig.analysis import metrics, stats
+from ccrig.tcp_modules import bpf_fault
 from ccrig.errors import RunError
+from . import fidelity
 from . import spec as specmod
 from .collectors import FlowSampler
 from .workloads import Flow
 
 METRICS = ["goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s"]
+# issue 14: Jain's index over goodput (`jain`) and, as study 001 defines it, over throughput (`jain_throughput`)
+SYSTEM_ONLY = ["jain", "jain_throughput"]
 FLOW_KEYS = ("flow", "cc", "kernel_cc", "sender", "receiver")
 
 
+def stat_of(ci: stats.Ci) -> dict:
+    """A metric's entry in summary.json from its confidence interval (see the module's docstring)."""
+    return {"mean": ci.mean, "std": ci.std, "n": ci.n,
+            "ci95": None if ci.method == "none" else [ci.low, ci.high], "ci": ci.to_dict()}
+
+
+def over_repetitions(per_rep: list[dict], level: float) -> dict:
+    """A point's metric from its repetitions' entries: t over their means with two or more (method runs), else
+    the one repetition's own interval."""
+    means = [r["mean"] for r in per_rep if r and r.get("mean") is not None]
+    if len(per_rep) == 1 or len(means) < 2:
+        return dict(per_rep[0]) if per_rep else stat_of(stats.over_runs([], level))
+    return stat_of(stats.over_runs(means, level))
+
+
+def goodput_problems(entry: dict, t_max: float) -> list[str]:
+    """Issue 14: goodput above T_max (the bottleneck's payload capacity) beyond its confidence interval is a
+    measurement problem, not a fact: the system's and each flow's. Without an interval, a mean above T_max is
+    flagged too (nothing says it is within the noise)."""
+    out = []
+    for who, g in [("system", entry["system"].get("goodput_bps"))] + \
+                  [(f"flow {f['flow']}", f.get("goodput_bps")) for f in entry.get("flows", [])]:
+        if not g or g.get("mean") is None:
+            continue
+        low = g["ci95"][0] if g.get("ci95") else g["mean"]
+        if low > t_max:
+            out.append(f"{who}: goodput {g['mean'] / 1e6:.3f} Mbit/s is above T_max {t_max / 1e6:.3f} Mbit/s "
+                       + ("beyond its confidence interval" if g.get("ci95") else "(no confidence interval)")
+                       + ": a measurement problem (counters, clocks or the link's rate), not a result")
+    return out
+
+
+# issue 14: a repetition with more than this share of its measured intervals degraded (a sampler more than 1 s
+# late, so the interval came from stale counters) is unreliable, and so is its point
+UNRELIABLE_SHARE = 0.1
+
+
+def jain_throughput(rows: list[dict]) -> float | None:
+    """Jain's fairness index as study 001 defines it: over the flows' throughput (not goodput), of the flows
+    active in the interval; None when none is."""
+    xs = [r["throughput_bps"] for r in rows if r.get("active", True) and r.get("throughput_bps") is not None]
+    return metrics.jain(xs) if xs else None
+
+
+def min_rtt_floor(topology, wire_bytes: int, rate_bps: float) -> float:
+    """Issue 14: the least RTT a data packet of a flow can see: the path's configured propagation RTT (the spec's
+    `topology.rtt`, divided by a scaled topology's `scale`; 0 where no delay is added) plus one full-size
+    packet's transmission time at the bottleneck rate (1.2 ms at 10 Mbit/s)."""
+    rtt = float(getattr(topology, "rtt", 0.0) or 0.0) / float(getattr(topology, "scale", 1.0) or 1.0)
+    return rtt + 8.0 * wire_bytes / rate_bps if rate_bps > 0 else rtt
+
+
+def min_rtt_problems(entry: dict, floor: float) -> list[str]:
+    """Flows whose min_rtt_s (TCP's own tcpi_min_rtt) is below the physical floor: not a full-size data packet's
+    RTT through the bottleneck — seen on netns, the handshake's few microseconds through an idle shaper (htb
+    lends its burst, so small packets pass at the veth's speed), which TCP's windowed minimum then keeps."""
+    out = []
+    for f in entry.get("flows", []):
+        m = (f.get("min_rtt_s") or {}).get("mean")
+        if m is not None and m < floor:
+            out.append(f"flow {f['flow']}: min_rtt_s {m * 1e3:.3f} ms is below the path's physical floor "
+                       f"{floor * 1e3:.3f} ms (propagation RTT + one packet's transmission time): not a data "
+                       f"packet's RTT through the bottleneck (e.g. the handshake's through an idle shaper)")
+    return out
+
+
+def degraded(system_rows: list[dict], warmup: int) -> dict | None:
+    """The measured intervals a late sampler degraded, and whether they make the repetition unreliable."""
+    measured = stats.measured(system_rows, warmup)
+    bad = [i + warmup for i, r in enumerate(measured) if r.get("degraded")]
+    if not bad:
+        return None
+    share = len(bad) / len(measured)
+    return {"intervals": bad, "share": share, "unreliable": share > UNRELIABLE_SHARE}
+
+
 def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_rows: list[dict], warmup: int,
-               t_max: float, share: float, checks: list[dict]) -> dict:
+               t_max: float, share: float, checks: list[dict], level: float = stats.LEVEL) -> dict:
     def stat(rows, name):
-        return stats.summarize(stats.measured([r[name] for r in rows], warmup))
-    system = {m: stat(system_rows, m) for m in METRICS + ["jain"]}
+        # issue 15: a flow's metrics cover only the intervals it was active in (started, not yet stopped)
+        # issue 14: the interval within one run is by batch means (stats.within_run), saying its method
+        return stat_of(stats.within_run([r.get(name) for r in stats.measured(rows, warmup)
+                                         if r.get("active", True)], level))
+    system = {m: stat(system_rows, m) for m in METRICS + SYSTEM_ONLY}
     per_flow = []
     for f in flows:
         entry = {"flow": f.index, "cc": f.label, "kernel_cc": f.cc, "sender": f.sender, "receiver": f.receiver}
         entry.update({m: stat(rows_by_flow[f.index], m) for m in METRICS})
+        if any("fair_share_bps" in r for r in rows_by_flow[f.index]):   # issue 15: T_max of the active flows
+            entry["fair_share_bps"] = stat(rows_by_flow[f.index], "fair_share_bps")
         per_flow.append(entry)
-    return {"system": system, "flows": per_flow, "t_max_bps": t_max, "fair_share_bps": share,
-            "cross_check": checks}
+    out = {"system": system, "flows": per_flow, "t_max_bps": t_max, "fair_share_bps": share, "cross_check": checks}
+    out["measurement_problems"] = goodput_problems(out, t_max)   # issue 14
+    late = degraded(system_rows, warmup)   # issue 14
+    if late is not None:
+        out["degraded"] = late
+        if late["unreliable"]:
+            out["unreliable"] = (f"{len(late['intervals'])} of {len(stats.measured(system_rows, warmup))} measured "
+                                 f"intervals degraded by a late sampler (more than {UNRELIABLE_SHARE:.0%})")
+    return out
 
 
-def point(p: specmod.Point, reps: list[dict]) -> dict:
-    system = {m: stats.over_repetitions([r["system"][m] for r in reps]) for m in METRICS + ["jain"]}
+def point(p: specmod.Point, reps: list[dict], numbers: list[int] | None = None) -> dict:
+    """A point's entry from its repetitions' (numbers: each one's repetition number, default 0, 1, ...)."""
+    level = getattr(p.experiment, "ci", None) or stats.LEVEL
+    system = {m: over_repetitions([r["system"].get(m) for r in reps], level) for m in METRICS + SYSTEM_ONLY
+              if all(m in r["system"] for r in reps)}
     flows = []
     for i, f in enumerate(reps[0]["flows"]):
         entry = {k: f[k] for k in FLOW_KEYS}
-        entry.update({m: stats.over_repetitions([r["flows"][i][m] for r in reps]) for m in METRICS})
+        entry.update({m: over_repetitions([r["flows"][i][m] for r in reps], level) for m in METRICS})
         flows.append(entry)
-    return {"index": p.index, "params": p.params, "t_max_bps": reps[0]["t_max_bps"],
-            "fair_share_bps": reps[0]["fair_share_bps"], "system": system, "flows": flows,
-            "repetitions": [{"rep": i, **r} for i, r in enumerate(reps)]}
+    numbers = list(range(len(reps))) if numbers is None else numbers
+    out = {"index": p.index, "params": p.params, "t_max_bps": reps[0]["t_max_bps"],
+           "fair_share_bps": reps[0]["fair_share_bps"], "system": system, "flows": flows,
+           "fidelity": fidelity.point_verdict(reps),   # issue 17: ok / testbed-limited, with the reasons
+           "repetitions": [{"rep": n, **r} for n, r in zip(numbers, reps)]}
+    # issue 14: goodput above T_max, and each repetition's own problems (min RTT below the physical floor)
+    out["measurement_problems"] = goodput_problems(out, out["t_max_bps"]) + [
+        f"repetition {n}: {x}" for n, r in zip(numbers, reps) for x in r.get("measurement_problems", [])]
+    if "min_rtt_floor_s" in reps[0]:
+        out["min_rtt_floor_s"] = reps[0]["min_rtt_floor_s"]
+    unreliable = [f"repetition {n}: {r['unreliable']}" for n, r in zip(numbers, reps) if r.get("unreliable")]
+    if unreliable:   # issue 14: a late sampler degraded too many of a repetition's intervals
+        out["unreliable"] = unreliable
+    return out
 
 
 def cross_check(flows: list[Flow], sampler_of: dict[str, FlowSampler], results: dict[int, Any]) -> list[dict]:
@@ -82,14 +194,26 @@ def by_kind(flows: list[Flow], results: dict[int, Any]) -> dict:
 
 def trace_warnings(flows: list[Flow], sampler_of: dict[str, FlowSampler]) -> list[str]:
     """Kernel faults that make a flow's numbers unreliable. On some kernels (seen on 6.18) a BPF congestion
-    control's ssthresh callback now and then leaves ssthresh at a garbage value above TCP_INFINITE_SSTHRESH, and
-    the kernel then grows cwnd to ~1e9: flag it rather than hide it."""
+    control's ssthresh callback now and then leaves ssthresh at a garbage value (beyond any law's), and the
+    kernel then grows cwnd to ~1e9: flag it rather than hide it (issue 16: ccrig.tcp_modules.bpf_fault)."""
     out = []
     for f in flows:
-        bad = [s.get("snd_ssthresh", 0) for _, s in sampler_of[f.sender_key].snapshot(f.sender_key)
-               if s.get("snd_ssthresh", 0) > 0x7FFFFFFF]
+        bad = [s for _, s in sampler_of[f.sender_key].snapshot(f.sender_key) if bpf_fault.hit(s)]
         if bad:
-            out.append(f"flow {f.index} ({f.label}): ssthresh {bad[0]} is beyond the kernel's infinity; "
-                       f"its cwnd and rates after that are not the law's (a kernel fault with BPF congestion "
-                       f"control on {platform.release()})")
+            out.append(f"flow {f.index} ({f.label}): ssthresh {bad[0].get('snd_ssthresh')}, cwnd "
+                       f"{bad[0].get('snd_cwnd')} are beyond any law's; its cwnd and rates after that are not the "
+                       f"law's (a kernel fault with BPF congestion control on {platform.release()})")
+    return out
+
+
+def kernel_faults(flows: list[Flow], sampler_of: dict[str, FlowSampler]) -> list[dict]:
+    """Issue 16: per flow that the kernel's BPF struct_ops fault hit, the samples a law check leaves out
+    (ccrig.tcp_modules.bpf_fault.clean_runs) of all its samples, and the faults' spans in seconds."""
+    out = []
+    for f in flows:
+        trace = sampler_of[f.sender_key].snapshot(f.sender_key)
+        _, excluded = bpf_fault.clean_runs(trace)
+        if excluded:
+            out.append({"flow": f.index, "excluded_samples": excluded, "samples": len(trace),
+                        "spans_s": [list(span) for span in bpf_fault.spans(trace)]})
     return out

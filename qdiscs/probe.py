@@ -21,7 +21,8 @@ from . import KINDS
 # the other disciplines a run can need, besides the bottleneck's: the shaper and the delay/loss line
 OTHER: dict[str, tuple[str, list[str]]] = {
     "htb": ("sch_htb", ["htb", "default", "1"]),
-    "tbf": ("sch_tbf", ["tbf", "rate", "10mbit", "burst", "15140", "latency", "50ms"]),
+    # a burst above lo's MTU (65536): the probe runs on a scratch namespace's lo, and a smaller one makes the kernel warn
+    "tbf": ("sch_tbf", ["tbf", "rate", "10mbit", "burst", "70000", "latency", "50ms"]),
     "netem": ("sch_netem", ["netem", "delay", "1ms"]),
 }
 

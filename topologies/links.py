@@ -2,12 +2,15 @@
 
     rate + discipline:   htb root at the rate, the discipline (buffer) under it       (qdiscs/shaper.py)
     delay / loss:        netem; under htb's class when the egress is also shaped, as Mininet's TCLink does
+                         (on a kernel without netem, loss is a BPF program on the egress instead:
+                         topologies/loss/ takes it off the Egress before the testbed builds the link)
     nothing set:         the interface's default qdisc, untouched
 """
 from __future__ import annotations
 
 from ccrig.qdiscs.fifo import Pfifo
 from ccrig.qdiscs.shaper import CLASS, LEAF, shaped_argv
+from ccrig.units import wire_bytes
 from .topology import Egress
 
 NETEM_LIMIT = 100000  # packets: the delay line must never be the drop point
@@ -32,7 +35,7 @@ def egress_argv(dev: str, egress: Egress, mtu: int, flows: int = 1,
         if egress.qdisc is not None:
             raise ValueError("a queue discipline needs a rate on its link (the shaper is where the queue forms)")
         return [["tc", "qdisc", "replace", "dev", dev, "root", "handle", LEAF, *netem_args(egress)]]
-    bps = egress.rate.bps(mtu + 14)
+    bps = egress.rate.bps(wire_bytes(mtu))
     if egress.needs_netem:
         if egress.qdisc is not None and not isinstance(egress.qdisc, Pfifo):
             raise ValueError("delay or loss on a shaped link with a discipline other than pfifo: put the "

@@ -9,7 +9,7 @@ from pathlib import Path
 from ccrig.errors import InputError
 
 from . import models, plots
-from .summary import fmt_param, fmt_stat, load_summary, swept_params
+from .summary import ci_rows, fmt_param, fmt_stat, load_summary, swept_params
 
 TABLE_METRICS = [("goodput_bps", "goodput Mbit/s", 1e-6), ("throughput_bps", "throughput Mbit/s", 1e-6),
                  ("eee", "EEE", 1.0), ("uar", "UAR", 1.0), ("loss", "loss", 1.0), ("retrans_rate", "retrans", 1.0),
@@ -83,8 +83,15 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
     doc.p(f"Kernel {summary.get('kernel', '?')}, testbed {summary.get('testbed', '?')}. Measurement interval "
           f"{summary.get('interval_s', '?')} s, {summary.get('intervals', '?')} intervals of which the first "
           f"{summary.get('warmup', '?')} are discarded as warm-up, {reps if reps is not None else '?'} "
-          f"repetition(s). Values are the mean of interval means ± half the 95 % confidence interval "
-          f"(Student's t; over repetitions when there are several)."
+          f"repetition(s). Values are the mean of interval means ± half the "
+          f"{summary.get('ci_level', 0.95) * 100:.4g} % confidence interval, marked with the method that made "
+          f"it: r = Student's t over the repetitions' means (when there are two or more), b = batch means within "
+          f"the run (consecutive intervals merged until the batches are nearly uncorrelated: interval means of "
+          f"one flow are strongly autocorrelated, so t over them as if independent would be too narrow); "
+          f"(no CI) = too few independent samples to say. The table 'Confidence intervals' gives each system "
+          f"metric's method, sample count n, effective sample size n_eff and batch length."
+          + ("" if summary.get("seed") is None else
+             f" Points and repetitions ran in a randomised order, seed {summary['seed']}.")
           + ("" if summary.get("complete", True) else " The run did not complete: only finished points are here."))
     doc.h(2, "Points")
     params = []
@@ -92,15 +99,34 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
         for k in p.get("params", {}):
             if k not in params:
                 params.append(k)
-    header = ["point", *params, "T_max Mbit/s", "fair share Mbit/s", *[h for _, h, _ in TABLE_METRICS], "Jain"]
+    header = ["point", *params, "T_max Mbit/s", "fair share Mbit/s", *[h for _, h, _ in TABLE_METRICS], "Jain",
+              "Jain (throughput)"]
     rows = []
     for p in points:
         s = p.get("system", {})
         rows.append([str(p["index"]), *[fmt_param(p.get("params", {}).get(k, "")) for k in params],
                      f"{p['t_max_bps'] * 1e-6:.4g}" if p.get("t_max_bps") is not None else "–",
                      f"{p['fair_share_bps'] * 1e-6:.4g}" if p.get("fair_share_bps") is not None else "–",
-                     *[fmt_stat(s.get(k), sc) for k, _, sc in TABLE_METRICS], fmt_stat(s.get("jain"))])
+                     *[fmt_stat(s.get(k), sc) for k, _, sc in TABLE_METRICS], fmt_stat(s.get("jain")),
+                     fmt_stat(s.get("jain_throughput"))])
     doc.table(header, rows)
+    # issue 14: how each interval was made; measurement problems (goodput above T_max) and unreliable points
+    cis = ci_rows(points, [*TABLE_METRICS, ("jain", "Jain", 1.0), ("jain_throughput", "Jain (throughput)", 1.0)])
+    if cis:
+        doc.h(2, "Confidence intervals")
+        doc.table(["point", "metric", "method", "n", "n_eff", "batch length", "why none"], cis)
+    problems = [f"point {p['index']}: {x}" for p in points
+                for x in [*p.get("measurement_problems", []), *p.get("unreliable", [])]]
+    if problems:
+        doc.h(2, "Measurement problems")
+        for x in problems:
+            doc.p(x)
+    # issue 17: whether the testbed, not the configured bottleneck, limited each point (experiments/fidelity.py)
+    if any("fidelity" in p for p in points):
+        doc.h(2, "Fidelity")
+        doc.table(["point", "verdict", "why"],
+                  [[str(p["index"]), p["fidelity"]["verdict"], "; ".join(p["fidelity"]["reasons"]) or "–"]
+                   for p in points if "fidelity" in p])
     doc.h(2, "Flows")
     frows = []
     for p in points:

@@ -28,15 +28,38 @@ def swept_params(points: list[dict]) -> list[str]:
     return [k for k in keys if len({json.dumps(p.get("params", {}).get(k), sort_keys=True) for p in points}) > 1]
 
 
+# issue 14: the mark of each confidence interval's method (summary.json's `ci`)
+CI_MARKS = {"runs": "r", "batches": "b"}
+
+
 def fmt_stat(stat: dict | None, scale: float = 1.0) -> str:
-    """'mean ± half-width' of the 95 % CI (as in summary.json), or '–' when absent."""
+    """'mean ± half-width' of the confidence interval (as in summary.json), marked with its method (r: across
+    repetitions, b: batch means within a run), 'mean (no CI)' when the method is none, '–' when absent."""
     if not stat or stat.get("mean") is None:
         return "–"
     m = stat["mean"] * scale
+    ci = stat.get("ci") or {}
     lo, hi = stat.get("ci95") or [None, None]
-    if lo is None or hi is None or hi == lo:
-        return f"{m:.4g}"
-    return f"{m:.4g} ± {(hi - lo) / 2 * scale:.2g}"
+    if lo is None or hi is None:
+        return f"{m:.4g} (no CI)" if ci.get("method") == "none" else f"{m:.4g}"
+    mark = f" {CI_MARKS[ci['method']]}" if ci.get("method") in CI_MARKS else ""
+    if hi == lo:
+        return f"{m:.4g}{mark}" if mark else f"{m:.4g}"
+    return f"{m:.4g} ± {(hi - lo) / 2 * scale:.2g}{mark}"
+
+
+def ci_rows(points: list[dict], metrics: list[tuple[str, str, float]]) -> list[list[str]]:
+    """Per point and system metric: how its interval was made (method, n, n_eff, batch length) or why not."""
+    rows = []
+    for p in points:
+        for key, label, _ in metrics:
+            ci = ((p.get("system") or {}).get(key) or {}).get("ci")
+            if not ci:
+                continue
+            rows.append([str(p["index"]), label, ci.get("method", "?"), str(ci.get("n", "–")),
+                         "–" if ci.get("n_eff") is None else f"{ci['n_eff']:.3g}",
+                         "–" if ci.get("batch_len") is None else str(ci["batch_len"]), ci.get("reason") or ""])
+    return rows
 
 
 def fmt_param(v) -> str:

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from ccrig.errors import InputError, RunError
 from ccrig.experiments.provision import app, run_playbook
 
-from sshhosts import dumbbell_bed
+from support.sshhosts import dumbbell_bed
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The hosts testbed over real SSH: namespaces with their own sshd as the hosts (tests/host/sshhosts.py).
+"""The hosts testbed over real SSH: namespaces with their own sshd as the hosts (tests/support/sshhosts.py).
 
 Everything is checked from two sides: through the testbed (over SSH) and directly in the hosts' namespaces
 (the bed's own view), so a testbed that only believes it did something fails.
@@ -21,7 +21,7 @@ from ccrig.topologies.testbeds.hosts import HostsTestbed
 
 import reproduce
 from conftest import CCRIG, ROOT
-from sshhosts import dumbbell_bed, switch_bed
+from support.sshhosts import dumbbell_bed, switch_bed
 
 SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "sampler.py"
 

@@ -47,7 +47,7 @@ class NetnsTestbed(Testbed):
     def up(self) -> None:
         topo, c = self.topology, self.commands
         ifs = topo.interfaces()
-        wire = str(topo.mtu + 14)
+        wire = str(topo.wire)
         root: list[list[str]] = [["netns", "add", self.ns(n.name)] for n in topo.nodes]
         for link in topo.links:
             a = topo.egress_of(link.a, link.b)

@@ -228,7 +228,7 @@ class HostsTestbed(Testbed):
     def _prepare_host(self, node: str) -> None:
         """Records each port's settings (and forwarding on a router) in the host's undo.sh first, then makes
         the ports send wire-sized packets (see topologies/testbeds/netns.py)."""
-        wire = str(self.topology.mtu + 14)
+        wire = str(self.topology.wire)
         router = self.topology.node(node).role == "router"
         if router:
             self.undo.forwarding(node, self.run(node, ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip())

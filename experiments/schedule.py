@@ -1,0 +1,29 @@
+"""Issue 14: which (point, repetition) pairs a run makes, and in what order.
+
+Repetitions and sweep points run in a randomised order, seeded, so that slow drift of the machine (a warming
+CPU, another tenant, a growing page cache) spreads over all points instead of masquerading as a trend along the
+sweep. The seed is the spec's `seed`, or one derived from the run's name (so two runs differ); either way it is
+recorded in summary.json with the order, and a resumed run (`ccrig run SPEC --resume RUN_DIR`) reads it back,
+so the order is the same and only the pairs not yet complete are run.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+
+
+def derived_seed(run_id: str) -> int:
+    """A seed from the run's name (experiment-date-time-pid): different for every run, reproducible from it."""
+    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big")
+
+
+def order(reps_of: dict[int, int], seed: int) -> list[tuple[int, int]]:
+    """Every (point index, repetition) pair, shuffled by the seed. reps_of: point index -> its repetitions."""
+    pairs = [(p, r) for p, n in sorted(reps_of.items()) for r in range(n)]
+    random.Random(seed).shuffle(pairs)
+    return pairs
+
+
+def last_of_point(pairs: list[tuple[int, int]]) -> dict[int, int]:
+    """Point index -> the position in pairs of its last repetition (the point is summarised after it)."""
+    return {p: i for i, (p, _) in enumerate(pairs)}

@@ -1,0 +1,159 @@
+"""Issue 14 through `ccrig run` on this kernel: confidence intervals that say their method, repetitions in a seeded
+random order, and resuming a sweep killed with SIGKILL.
+
+- Three repetitions of the default dumbbell: each repetition's intervals (batch means within the run) and the
+  point's (Student's t over the repetitions' means) are both in summary.json and agree within 3x.
+- The order of the (point, repetition) pairs is recorded with its seed, and another seed gives another order.
+- A sweep killed (SIGKILL) once its second point is in summary.json, then `--resume`: every point once, one
+  Prometheus series per flow per repetition (the live server and the archived samples).
+- The default spec's run prints each CI with its method.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CCRIG, ROOT, dumbbell
+
+FLOWS = [{"cc": "reno"}, {"cc": "cubic"}, {"cc": "bbr"}, {"cc": "cubic"}]   # the default spec's
+
+
+def _half(stat: dict) -> float | None:
+    ci = stat.get("ci") or {}
+    return ci.get("half_width") if ci.get("method") in ("runs", "batches") else None
+
+
+@pytest.mark.timeout(240)
+def test_three_repetitions_report_both_intervals_and_a_seeded_order(ccrig):
+    p = ccrig.run(dumbbell(FLOWS, duration="25s", repetitions=3, seed=1), timeout=230)
+    assert p.returncode == 0, p.stderr
+    s = ccrig.summary()
+    assert s["seed"] == 1 and s["seed_from"] == "spec" and sorted(map(tuple, s["order"])) == [(0, 0), (0, 1), (0, 2)]
+    point = s["points"][0]
+    ratios = []
+    for key in ("goodput_bps", "throughput_bps", "rtt_s", "retrans_rate"):
+        for across, within in [(point["system"][key], [r["system"][key] for r in point["repetitions"]])] + [
+                (f[key], [r["flows"][i][key] for r in point["repetitions"]]) for i, f in enumerate(point["flows"])]:
+            assert across["ci"]["method"] == "runs" and across["ci"]["n"] == 3, across
+            assert all(w["ci"]["method"] in ("batches", "none") for w in within)
+            halves = [h for h in map(_half, within) if h]
+            if halves and across["ci"]["half_width"] > 0:
+                ratios.append(across["ci"]["half_width"] / statistics.median(halves))
+    print(f"\nacross-runs / within-run half-width ratios: {[round(r, 2) for r in ratios]}")
+    assert ratios, "no within-run batch interval to compare"
+    # both estimate the same spread of a repetition's mean; one flow's ratio scatters (3 runs give a rough
+    # standard deviation), their median does not
+    assert 1 / 3 < statistics.median(ratios) < 3, ratios
+    assert "CI: 95 % confidence" in p.stdout, p.stdout
+
+
+@pytest.mark.timeout(120)
+def test_another_seed_gives_another_recorded_order(ccrig):
+    spec = dumbbell([{"cc": "cubic"}], duration="3s", repetitions=2,
+                    sweep={"topology.bottleneck.buffer": ["50pkt", "100pkt"]})
+    orders = []
+    for seed in (1, 2):
+        p = ccrig.run({**spec, "seed": seed}, timeout=110)
+        assert p.returncode == 0, p.stderr
+        s = ccrig.summary()
+        assert s["seed"] == seed
+        orders.append([tuple(x) for x in s["order"]])
+        done = sorted((pt["index"], r["rep"]) for pt in s["points"] for r in pt["repetitions"])
+        assert done == sorted(orders[-1]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert orders[0] != orders[1], orders
+
+
+@pytest.mark.timeout(240)
+def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
+    from ccrig.experiments.prometheus_server import query
+    from ccrig.experiments.backfill import read_samples
+    spec = dumbbell([{"cc": "cubic"}, {"cc": "reno"}], duration="4s", seed=3,
+                    sweep={"topology.bottleneck.buffer": ["20pkt", "50pkt", "100pkt", "150pkt"]})
+    path = ccrig_prom.write(spec)
+    proc = subprocess.Popen(ccrig_prom.argv(path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            dirs = ccrig_prom.run_dirs()
+            if dirs and (dirs[-1] / "summary.json").is_file():
+                try:
+                    if len(json.loads((dirs[-1] / "summary.json").read_text())["points"]) >= 2:
+                        break
+                except (ValueError, KeyError):
+                    pass
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        else:
+            pytest.fail("the sweep never finished its second point")
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    # what the killed run left on this machine goes, as a researcher would after a crash
+    subprocess.run([*CCRIG, "clean", "--prefix", f"ccrig-{proc.pid}-"], cwd=ROOT, capture_output=True, timeout=60)
+    run_dir = ccrig_prom.run_dirs()[-1]
+    before = json.loads((run_dir / "summary.json").read_text())
+    assert before["complete"] is False and len(before["points"]) == 2
+
+    # another spec is refused in one line, exit 2
+    other = ccrig_prom.write({**spec, "duration": "5s"}, "other.yaml")
+    p = subprocess.run([*ccrig_prom.argv(other), "--resume", str(run_dir)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "--resume: the spec differs" in p.stderr and "duration" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+    p = subprocess.run([*ccrig_prom.argv(path), "--resume", str(run_dir)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert ccrig_prom.run_dirs() == [run_dir]   # appended to the same run, no new directory
+    after = json.loads((run_dir / "summary.json").read_text())
+    assert after["complete"] is True and [pt["index"] for pt in after["points"]] == [0, 1, 2, 3]
+    assert [x["index"] for x in after["points"][:4] if x["index"] in {b["index"] for b in before["points"]}] == \
+        sorted(b["index"] for b in before["points"])
+    assert after["order"] == before["order"] and after["seed"] == before["seed"] == 3
+    assert after["resumed"][0]["points_done"] == 2 and after["resumed"][0]["pairs_to_run"] == 2
+
+    # the archived samples: each flow's series of each repetition once, one sample per interval
+    n = 4
+    per: dict[tuple, list[float]] = {}
+    for smp in read_samples(run_dir / "samples.jsonl"):
+        if smp.name == "flow_goodput_bytes_per_second":
+            per.setdefault((smp.labels["point"], smp.labels["rep"], smp.labels["flow"]), []).append(smp.ts)
+    assert sorted(per) == [(str(pt), "0", str(f)) for pt in range(4) for f in range(2)]
+    assert all(len(ts) == len(set(ts)) == n for ts in per.values()), {k: len(v) for k, v in per.items()}
+
+    # the live Prometheus: one series per flow per repetition (the resumed run's exporter is the same instance)
+    run = after["run"]
+    deadline = time.monotonic() + 60
+    while True:
+        series = query(prometheus.url, f'last_over_time(ccrig_flow_goodput_bytes_per_second{{run="{run}"}}[1h])')
+        keys = [(x["metric"]["point"], x["metric"]["rep"], x["metric"]["flow"]) for x in series]
+        if len(set(keys)) == 8 or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert sorted(keys) == sorted(per), keys
+
+
+@pytest.mark.timeout(120)
+def test_the_default_spec_prints_its_intervals_with_their_method(tmp_path):
+    out = tmp_path / "runs"
+    p = subprocess.run([*CCRIG, "run", str(ROOT / "experiments/specs/default.yaml"), "--out", str(out),
+                        "--no-progress", "--prometheus", "off", "--set", "duration=12s"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=110, env={**os.environ, "COLUMNS": "200"})
+    assert p.returncode == 0, p.stderr
+    assert "CI: 95 % confidence" in p.stdout, p.stdout
+    # one repetition: batch means within the run where the intervals allow, else "(no CI)"
+    assert ("every interval here is batches" in p.stdout or " b " in p.stdout or "(no CI)" in p.stdout), p.stdout
+    s = json.loads((next(Path(out).iterdir()) / "summary.json").read_text())
+    g = s["points"][0]["system"]["goodput_bps"]
+    assert g["ci"]["method"] in ("batches", "none") and ("ci95" in g) and s["ci_level"] == 0.95
