@@ -9,7 +9,13 @@ interval into metrics, the sinks and the archive -> testbed down, always.
         summary.json += the point (mean of interval means, std, 95 % CI; repetitions on top)
 
 Around it: signals.py (Ctrl-C and SIGTERM), sinks.py (where samples go), summary.py (what summary.json says),
-archive.py (the run's folder), workloads/ (the flows' programs), progress.py (the bar).
+archive.py (the run's folder), workloads/ (the flows' programs), progress.py (the bar), schedule.py (the seeded
+order and resume), fidelity.py (the run's verdict on itself), events/ and sender_tcp.py (what changes the links and
+the senders).
+
+Why this module is over 400 lines: it is the run's life cycle read in order, and each part of a repetition
+(set-up, the interval loop, teardown) hands its state to the next through the Runner. The interval loop (_measure)
+is the next piece to move out, as a Measurement of its own, once the state it shares with teardown is its own.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 from ccrig.analysis import stats
 from ccrig.analysis.compare import ratio_ci
 from ccrig.experiments import schedule, summary
-from ccrig.experiments.cli import _fmt, ci_note
+from ccrig.experiments.tables import _fmt, ci_note
 from ccrig.experiments.pause_run import gain
 from ccrig.analysis.report.summary import ci_rows, fmt_stat
 
