@@ -107,6 +107,14 @@ def attributes(buf: bytes, a: int, end: int, fields: dict) -> None:
         a += (alen + 3) & ~3
 
 
+def keep(found: dict, key: str, buf: bytes, off: int, length: int) -> None:
+    """The socket of the INET_DIAG reply at off (after its netlink header and inet_diag_msg): its fields under key."""
+    fields = {}
+    attributes(buf, off + 16 + 72, off + length, fields)
+    if fields:
+        found[key] = fields
+
+
 # --- one namespace, every socket dumped (the old single-namespace mode, --match) ---------------------------
 def request(seq: int, family: int) -> bytes:
     req = struct.pack("=BBBxI", family, socket.IPPROTO_TCP, EXT, STATES) + bytes(48)
@@ -137,10 +145,7 @@ def dump_family(sock: socket.socket, seq: int, match: set, family: int) -> dict:
             sport, dport = struct.unpack_from("!HH", buf, off + 20)
             key = f"{sport}:{dport}"
             if not match or key in match:
-                fields = {}
-                attributes(buf, off + 16 + 72, off + length, fields)
-                if fields:
-                    found[key] = fields
+                keep(found, key, buf, off, length)
             off += (length + 3) & ~3
         if off == 0:
             return found
@@ -192,10 +197,7 @@ class Namespace:
                     key = self.keys[seq]
                     # a lookup that fell on the listener or a TIME_WAIT socket is not the connection
                     if state not in (TCP_LISTEN, TCP_TIME_WAIT) and key == f"{sport}:{dport}":
-                        fields = {}
-                        attributes(buf, off + 16 + 72, off + length, fields)
-                        if fields:
-                            found[key] = fields
+                        keep(found, key, buf, off, length)
                 off += (length + 3) & ~3
             if off == 0:
                 return
