@@ -93,6 +93,16 @@ def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
             time.sleep(0.05)
         else:
             pytest.fail("the sweep never finished its second point")
+        # what the exporter held but Prometheus had not scraped dies with a SIGKILL (a known limit: --resume does
+        # not backfill it yet); the kill comes once the finished points are in Prometheus, as after any scrape
+        done = json.loads((ccrig_prom.run_dirs()[-1] / "summary.json").read_text())
+        want = {str(pt["index"]) for pt in done["points"]}
+        until = time.monotonic() + 30
+        while time.monotonic() < until:
+            got = query(prometheus.url, f'last_over_time(ccrig_flow_goodput_bytes_per_second{{run="{done["run"]}"}}[1h])')
+            if want <= {x["metric"]["point"] for x in got}:
+                break
+            time.sleep(0.2)
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
     finally:
@@ -103,7 +113,7 @@ def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
     subprocess.run([*CCRIG, "clean", "--prefix", f"ccrig-{proc.pid}-"], cwd=ROOT, capture_output=True, timeout=60)
     run_dir = ccrig_prom.run_dirs()[-1]
     before = json.loads((run_dir / "summary.json").read_text())
-    assert before["complete"] is False and len(before["points"]) == 2
+    assert before["complete"] is False and 2 <= len(before["points"]) < 4
 
     # another spec is refused in one line, exit 2
     other = ccrig_prom.write({**spec, "duration": "5s"}, "other.yaml")
@@ -121,7 +131,8 @@ def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
     assert [x["index"] for x in after["points"][:4] if x["index"] in {b["index"] for b in before["points"]}] == \
         sorted(b["index"] for b in before["points"])
     assert after["order"] == before["order"] and after["seed"] == before["seed"] == 3
-    assert after["resumed"][0]["points_done"] == 2 and after["resumed"][0]["pairs_to_run"] == 2
+    k = len(before["points"])
+    assert after["resumed"][0]["points_done"] == k and after["resumed"][0]["pairs_to_run"] == 4 - k
 
     # the archived samples: each flow's series of each repetition once, one sample per interval
     n = 4
