@@ -12,7 +12,6 @@ On the hosts testbed the latency is off by the receiver's clock offset minus the
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import field_validator
@@ -21,7 +20,7 @@ from ccrig.fields import SizeField, TimeField
 from ccrig.units import Size
 from . import packets as pk
 from .base import Flow, Workload
-from .udp import SOURCES
+from .udp import SOURCES, Datagrams
 
 MIN_MESSAGE = 16     # sources.py's message header: sequence, send time
 
@@ -63,13 +62,9 @@ class Interactive(Workload):
                 "--cport", str(flow.client_port), "--size", str(self.size.bytes), "--think", f"{self.think:g}",
                 "--gaps", self.gaps, "--duration", f"{flow.duration:g}", "--cc", flow.cc]
 
-    def result(self, flow: Flow, out_dir: Path) -> dict[str, Any]:
-        return {"sender": pk.read_sender(out_dir / flow.output_name,
-                                         f"interactive sender of flow {flow.index} ({flow.sender} -> {flow.receiver})"),
-                "receiver": pk.read_log(out_dir / self.server_output.format(index=flow.index), flow.receiver_key)}
-
-    def received_bytes(self, flow: Flow, result: dict) -> int:
-        return result["receiver"].counters.get("bytes_received", 0)
+    # the same sender report and receiver log as the UDP sources (sources.py writes both)
+    result = Datagrams.result
+    received_bytes = Datagrams.received_bytes
 
     @classmethod
     def summary(cls, flows: list[Flow], results: dict[int, Any]) -> dict:
