@@ -91,15 +91,17 @@ def openmetrics(samples: list[Sample]) -> bytes:
     return openmetrics_latest(registry)
 
 
-def backfill(run_dir: Path, storage: Path, commands: Commands | None = None) -> list[Path]:
+def backfill(run_dir: Path, storage: Path, commands: Commands | None = None,
+             target: dict | None = None) -> list[Path]:
     """Turns run_dir's sample log into TSDB blocks inside storage (a Prometheus --storage.tsdb.path, e.g.
-    results/prometheus/data; created if missing). Returns the block folders added."""
+    results/prometheus/data; created if missing). Returns the block folders added. target: the labels a scrape
+    adds (job, instance), so backfilled samples join the series a live scrape of the same run made."""
     commands = commands or Commands(None)
     run_dir, storage = Path(run_dir), Path(storage)
     log = run_dir / LOG_NAME
     if not log.is_file():
         raise InputError(f"RUN_DIR: got {str(run_dir)!r}; expected a run directory holding {LOG_NAME}")
-    samples = read_samples(log)
+    samples = [Sample(s.name, {**s.labels, **(target or {})}, s.value, s.ts) for s in read_samples(log)]
     if not samples:
         return []
     if shutil.which("promtool") is None:

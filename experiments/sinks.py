@@ -13,19 +13,22 @@ from pathlib import Path
 
 from ccrig.commands import Commands
 from ccrig.samples import Sample
-from .backfill import LOG_NAME, SampleLog
+from .backfill import LOG_NAME, SampleLog, backfill
 from .exporter import SERIES, Exporter, qdisc_samples, series_sample
-from .prometheus_server import PrometheusServer
+from .prometheus_server import PrometheusServer, job_name
 from .summary import METRICS
 
 
 class Sinks:
     def __init__(self, run_dir: Path, run_id: str, interval: float, commands: Commands):
         self.run_dir, self.run_id, self.interval, self.commands = run_dir, run_id, interval, commands
+        # a resumed run's log already holds what the killed run measured (read before this run appends to it)
+        self.earlier = (run_dir / LOG_NAME).is_file() and (run_dir / LOG_NAME).stat().st_size > 0
         self.log = SampleLog(run_dir / LOG_NAME)
         self.exporter: Exporter | None = None
         self.url: str | None = None       # the Prometheus that scrapes the exporter
         self.target: Path | None = None   # the exporter's file-based service discovery entry, removed at the end
+        self.backfilled: list[str] = []   # TSDB blocks made from a resumed run's earlier samples
 
     def open(self, info: list[Sample], prometheus: str, prometheus_root: Path) -> dict | None:
         """Starts publishing: info is served with every batch. prometheus: auto (start or reuse the local server
@@ -39,6 +42,12 @@ class Sinks:
         if prometheus == "auto":
             server = PrometheusServer(prometheus_root, self.commands)
             self.url = server.ensure(self.interval)
+            if self.earlier:
+                # a killed run's last batches were served but maybe never scraped: the log has them all, and
+                # Prometheus keeps one copy of a sample that is both scraped and backfilled (same time, value)
+                self.backfilled = [str(b) for b in backfill(self.run_dir, server.root / "data", self.commands,
+                                                            {"job": job_name(self.interval),
+                                                             "instance": self.run_id})]
             # issue 14: instance is the run, not the exporter's port, so a resumed run's series are the same series
             self.target = server.add_target(self.interval, self.run_id, self.exporter.address,
                                             {"instance": self.run_id})
@@ -49,7 +58,8 @@ class Sinks:
                 self.target = Path(sd) / f"{self.run_id}.json"
                 self.target.write_text(f'[{{"targets": ["{self.exporter.address}"]}}]\n')
         self.exporter.set_info(info)
-        return {"url": self.url, "exporter": self.exporter.address}
+        return {"url": self.url, "exporter": self.exporter.address,
+                **({"backfilled_blocks": self.backfilled} if self.backfilled else {})}
 
     def publish(self, samples: list[Sample]) -> None:
         self.log.publish(samples)

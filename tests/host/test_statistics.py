@@ -70,7 +70,7 @@ def test_another_seed_gives_another_recorded_order(ccrig):
     assert orders[0] != orders[1], orders
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
     from ccrig.experiments.prometheus_server import query
     from ccrig.experiments.backfill import read_samples
@@ -93,16 +93,8 @@ def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
             time.sleep(0.05)
         else:
             pytest.fail("the sweep never finished its second point")
-        # what the exporter held but Prometheus had not scraped dies with a SIGKILL (a known limit: --resume does
-        # not backfill it yet); the kill comes once the finished points are in Prometheus, as after any scrape
-        done = json.loads((ccrig_prom.run_dirs()[-1] / "summary.json").read_text())
-        want = {str(pt["index"]) for pt in done["points"]}
-        until = time.monotonic() + 30
-        while time.monotonic() < until:
-            got = query(prometheus.url, f'last_over_time(ccrig_flow_goodput_bytes_per_second{{run="{done["run"]}"}}[1h])')
-            if want <= {x["metric"]["point"] for x in got}:
-                break
-            time.sleep(0.2)
+        # killed at once: what the exporter held but Prometheus had not scraped yet reaches it through the resume's
+        # backfill of the run's sample log
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
     finally:
@@ -143,9 +135,18 @@ def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
     assert sorted(per) == [(str(pt), "0", str(f)) for pt in range(4) for f in range(2)]
     assert all(len(ts) == len(set(ts)) == n for ts in per.values()), {k: len(v) for k, v in per.items()}
 
-    # the live Prometheus: one series per flow per repetition (the resumed run's exporter is the same instance)
+    # the resume turned the killed run's sample log into TSDB blocks in the server's storage; they cover its
+    # finished points' intervals
+    env = json.loads((run_dir / "env.json").read_text())
+    blocks = [Path(b) for b in env["prometheus"]["backfilled_blocks"]]
+    assert blocks and all((b / "meta.json").is_file() for b in blocks), env["prometheus"]
+    first = min(ts for ts_list in per.values() for ts in ts_list)
+    assert min(json.loads((b / "meta.json").read_text())["minTime"] for b in blocks) <= first * 1000 + 1
+
+    # the live Prometheus: one series per flow per repetition (the resumed run's exporter is the same instance);
+    # a backfilled block is loaded at the server's next block reload (once a minute)
     run = after["run"]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     while True:
         series = query(prometheus.url, f'last_over_time(ccrig_flow_goodput_bytes_per_second{{run="{run}"}}[1h])')
         keys = [(x["metric"]["point"], x["metric"]["rep"], x["metric"]["flow"]) for x in series]
