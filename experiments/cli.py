@@ -20,7 +20,7 @@ from . import provision, spec as specmod
 from .backfill import backfill
 from .cleanup import clean_all
 from .prometheus_server import PrometheusServer
-from .signals import EXIT_CODES, Interrupted, ignore as ignore_signals
+from .signals import EXIT_CODES, Interrupted, ignore as ignore_signals, raise_on_interrupt
 from .tables import console, show_summary
 
 # The commands import the runner, the spec and the report when they are called, not here: `ccrig --help` and a
@@ -301,8 +301,12 @@ def main() -> None:
     # CCRIG_DEBUG=1 shows the traceback of an unexpected failure; otherwise every failure is one line
     debug = os.environ.get("CCRIG_DEBUG") == "1"
     command = typer.main.get_command(app)
+    raise_on_interrupt()
     try:
         rc = command.main(args=sys.argv[1:], prog_name="ccrig", standalone_mode=False)
+    except Interrupted as e:   # before or after a run (a run says more, and exits through typer.Exit)
+        sys.stderr.write("ccrig: interrupted\n")
+        sys.exit(EXIT_CODES.get(str(e), 130))
     except CcrigError as e:
         # one line, never wrapped: the message is the manual
         sys.stderr.write(f"ccrig: error: {e}\n")

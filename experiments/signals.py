@@ -42,6 +42,13 @@ def _say_cleaning(remaining: Callable[[], str] | None) -> None:
     sys.stderr.flush()
 
 
+def raise_on_interrupt() -> None:
+    """Outside a run too, Ctrl-C raises Interrupted: the command line's library (typer) turns a KeyboardInterrupt
+    into a silent exit 130, and the researcher should read that it was interrupted."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _raise)
+
+
 def ignore() -> None:
     """Everything is torn down and the process is on its way out: a late Ctrl-C must not turn the clean exit into
     a KeyboardInterrupt traceback and a death by SIGINT (issue 17)."""

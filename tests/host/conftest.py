@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.entry import main; main()"]
 
 
 @contextmanager

@@ -230,6 +230,18 @@ def test_sigint_in_every_phase_of_a_30_flow_run_ends_it_within_5_s(ccrig, phase)
     assert took < 5, f"{phase}: {took:.2f} s"
 
 
+@pytest.mark.parametrize("after", [0.1, 0.2, 0.4, 0.8])
+def test_sigint_while_the_command_line_loads_is_one_line(ccrig, after):
+    # the command line's imports take about a second here; a Ctrl-C among them is an interrupt like any other
+    p = _start(ccrig, ccrig.write(dumbbell([{"cc": "reno"}], duration="3s")))
+    time.sleep(after)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("ccrig: interrupted"), err
+    assert leftovers(p.pid) == []
+
+
 def test_ctrl_c_again_during_teardown_says_what_remains_and_still_cleans(ccrig):
     p = _start(ccrig, ccrig.write(dumbbell([{"cc": "reno"}] * FLOWS, duration="5s", rate="100mbit")))
     assert _wait(lambda: _intervals(ccrig) >= FLOWS + 1, 80, step=0.01)

@@ -198,7 +198,7 @@ def run_in_guest(argv: list[str], kernel: Kernel | str | None = None, timeout: f
                  qemu_opts: str = "") -> int:
     """Boots the kernel, runs argv inside as root in cwd, streams its output (stdout and stderr merged, line by
     line) to `output`, and returns its exit status. A boot or command that outlives `timeout` seconds is
-    killed (RunError); so is one interrupted by Ctrl-C (the KeyboardInterrupt goes on)."""
+    killed (RunError); so is one interrupted by Ctrl-C (the interrupt goes on)."""
     if not isinstance(kernel, Kernel):
         kernel = find_kernel(kernel)
     commands = commands or Commands(None)
