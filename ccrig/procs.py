@@ -3,6 +3,7 @@ what it started: workloads, samplers, guests, the PAUSE controller, leftovers of
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -66,3 +67,28 @@ def stop_pids(find, grace: float = 2.0) -> int:
         if sig == signal.SIGTERM and wait_gone(pids, grace):
             break
     return count
+
+
+def wait_for_line(proc: subprocess.Popen, stream, says: str, timeout: float) -> str:
+    """Reads a started program's stream (its stderr, a pipe) line by line until a line containing `says` (the
+    program is ready), the stream ends, the program exits or timeout passes. Returns the last line read: the ready
+    line, or what it said instead. Reads the file descriptor unbuffered, so what follows stays in the pipe."""
+    deadline = time.monotonic() + timeout
+    line = b""
+    last = ""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 0.1)
+        if not ready:
+            if proc.poll() is not None:
+                break
+            continue
+        c = os.read(stream.fileno(), 1)
+        if not c:
+            break
+        if c != b"\n":
+            line += c
+            continue
+        last, line = line.decode(errors="replace").strip(), b""
+        if says in last:
+            return last
+    return last or line.decode(errors="replace").strip()

@@ -148,6 +148,9 @@ def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: 
     missing = [n for n in bed.needs(exp) if not n.ok]
     if missing:
         raise InputError(f"preflight ({bed.kind} testbed): " + "; ".join(n.problem() for n in missing))
+    if exp.queue_monitor:   # the guest's file system is this machine's, read-only: its monitor is built here
+        from ccrig.qdiscs import sojourn  # lazy: only runs that watch their queues
+        sojourn.build(Commands(None))
     r = bed.run_spec(spec, set_, exp, out, name=run_prefix())
     summary = json.loads((r.run_dir / "summary.json").read_text())
     if summary["points"] or json_out is not None:

@@ -49,6 +49,14 @@ HELP = {
     "qdisc_overlimits": ("counter", "Overlimit events of the queue discipline"),
     "qdisc_backlog_packets": ("gauge", "Packets queued at the end of the interval"),
     "qdisc_backlog_bytes": ("gauge", "Bytes queued at the end of the interval"),
+    "queue_sojourn_mean_seconds": ("gauge", "Mean time the packets dequeued in the interval spent in the qdisc tree"),
+    "queue_sojourn_p50_seconds": ("gauge", "Median sojourn of the packets dequeued in the interval"),
+    "queue_sojourn_p99_seconds": ("gauge", "99th percentile sojourn of the packets dequeued in the interval"),
+    "queue_sojourn_max_seconds": ("gauge", "Longest sojourn of the packets dequeued in the interval"),
+    "queue_occupancy_mean_packets": ("gauge", "Packets queued, time-averaged over the interval (every change seen)"),
+    "queue_occupancy_max_packets": ("gauge", "Most packets queued at any moment of the interval"),
+    "queue_occupancy_mean_bytes": ("gauge", "Bytes queued, time-averaged over the interval"),
+    "queue_occupancy_max_bytes": ("gauge", "Most bytes queued at any moment of the interval"),
     "point_result": ("gauge", "A point's result over its measured intervals, in the units of the series named by "
                      "`series`: stat is mean, std, ci95_low or ci95_high"),
     # issue 17: the fidelity monitor (experiments/fidelity.py)

@@ -18,6 +18,7 @@ from ccrig.topologies.links import egress_argv
 from ccrig.topologies.pause import chain_plan
 from .pause_run import applies, needs as pause_needs, testbed_class
 from ccrig.topologies.loss import program as loss_program
+from ccrig.qdiscs import sojourn
 from . import events
 from .events.conditions import LinkConditions
 from .sender_tcp import SenderTcp
@@ -54,6 +55,7 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
                     raise InputError(f"topology ({x.node}->{x.peer} link): {e}") from None
     bed = testbed_class(points[0].experiment)
     out += bed.needs(points[0].experiment)
+    out += looking_inside(points, bed)
     # on a remote testbed the kernels that matter are the hosts': their laws are checked on each host before
     # anything is loaded (tcp_modules.manager.CcSet), their tools when the testbed connects
     local = not bed.remote
@@ -100,6 +102,23 @@ def qdisc_kinds(topo, bpf_loss: bool = False) -> dict[str, dict[str, str]]:
             if eg.delay > 0 or (eg.loss > 0 and not bpf_loss):
                 what = "added delay" if eg.delay > 0 else "random loss"
                 out.setdefault(a, {}).setdefault("netem", f"{what} on the {a}->{b} link")
+    return out
+
+
+def looking_inside(points: list[Point], bed) -> list[Need]:
+    """The capture (tcpdump) and the queue monitor (BPF on the qdisc tracepoints, this kernel's): on this machine's
+    testbeds only, the vm's guest kernel checked inside it."""
+    exp = points[0].experiment
+    out: list[Need] = []
+    for what, wanted in (("capture", exp.capture is not None), ("queue_monitor", exp.queue_monitor)):
+        if wanted and bed.remote:
+            out.append(Need(f"{what} on the {bed.kind} testbed", what, False, f"not on a remote testbed yet: run "
+                            f"the spec on netns, mininet or vm, or without `{what}`"))
+    if exp.capture is not None and not bed.elsewhere:
+        out.append(Need("the `tcpdump` command", "capture", shutil.which("tcpdump") is not None,
+                        "install the Debian package tcpdump (`make deps`)"))
+    if exp.queue_monitor and not bed.remote and not bed.elsewhere:
+        out.append(sojourn.need())
     return out
 
 

@@ -43,6 +43,7 @@ from .archive import RepetitionTables, RunArchive, new_run_dir, open_to_resume
 from .backfill import LOG_NAME
 from .collectors import FlowSampler, QdiscReader, ReceiverLog, machine_samplers
 from .events.conditions import LinkConditions
+from .inside import SYSTEM_COLUMNS as QUEUE_COLUMNS, Inside
 from .preflight import needs, netem_here
 from .sender_tcp import SenderTcp
 from .progress import NoBar, progress
@@ -104,6 +105,7 @@ class Runner:
         self.traffic: Traffic | None = None
         self.samplers: list[FlowSampler] = []
         self.pause: pause_run.PauseRun | None = None
+        self.inside: Inside | None = None   # the capture and the queue monitor, when the spec asks
         # issue 15: the links' BPF loss and events of the repetition
         self.links: LinkConditions | None = None
         self.sender_tcp: SenderTcp | None = None
@@ -325,6 +327,10 @@ class Runner:
         rate = topo.egress_of(*topo.bottleneck).egress.rate.bps(topo.wire)
         t_max = metrics.payload_capacity(rate, topo.mtu)
         share = t_max / len(flows)
+        # the capture and the queue monitor see every packet of the flows, their handshakes included
+        self.inside = Inside.of(exp, topo, self.testbed, self.commands, out)
+        if self.inside is not None:
+            self.inside.start()
         self.traffic = Traffic(self.testbed, flows, out)
         self.traffic.start_servers()
         # issue 17: one sampler per machine for every TCP flow's two sockets (UDP flows: their receiver's log)
@@ -359,6 +365,8 @@ class Runner:
                                    and getattr(getattr(exp.topology, "access", None), "rate", None) is None,
                                    steady=self.pause is None and not getattr(exp, "events", None))
         tables.intervals.add_columns(["active", "fair_share_bps", "link_dropped"])   # issue 15
+        if exp.queue_monitor:
+            tables.intervals.add_columns(list(QUEUE_COLUMNS))
         rows_by_flow: dict[int, list[dict]] = {f.index: [] for f in flows}
         system_rows: list[dict] = []
         try:
@@ -397,13 +405,16 @@ class Runner:
                     print(f"warning: point {point.index} repetition {rep} interval {k - 1}: the sampler on "
                           f"{', '.join(late)} is more than 1 s late; the interval is computed from stale counters "
                           f"and marked degraded")
+                queues, queue_samples = (self.inside.interval(k - 1, a, b, t0, labels) if self.inside is not None
+                                         else ({}, []))
+                sysrow.update(queues)
                 qdisc_prev = q
                 system_rows.append(sysrow)
                 monitor.interval(k - 1, exp.interval, sysrow["goodput_bps"], q["rows"])   # issue 17
                 tables.interval(k - 1, a, b, flows, rows, sysrow)
                 self.sinks.publish([*(self.pause.samples(labels, t0 + b) if self.pause else []),
                                     *interval_samples(labels, flows, rows, sysrow, q["rows"], t0 + b),
-                                    *self.links.applied()])   # issue 15: the link events of the interval
+                                    *self.links.applied(), *queue_samples])   # issue 15: the link events
                 self.bar.advance()
             # the senders end on their own; their sockets' final counters close the trace
             self.traffic.wait(timeout=exp.duration + 30)
@@ -415,6 +426,8 @@ class Runner:
         tables.trace(flows, sampler_of)
         results = self.traffic.results()
         checks = summary.cross_check(flows, sampler_of, results)
+        inside = self.inside.stop(flows, sampler_of) if self.inside is not None else {}
+        self.inside = None
         entry = summary.repetition(flows, rows_by_flow, system_rows, exp.warmup, t_max, share, checks,
                                    exp.ci)   # issue 14: the spec's confidence level
         # issue 14: a min RTT below propagation + one packet's transmission time is not a data packet's; say so
@@ -424,6 +437,8 @@ class Runner:
         entry["kernel_fault"] = summary.kernel_faults(flows, sampler_of)   # issue 16: samples law checks leave out
         entry["fidelity"] = monitor.verdict(self.samplers, TRACE_PERIOD)   # issue 17
         entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time
+        entry.update(inside)
+        entry["warnings"] += [x[k] for x in inside.values() for k in ("warning", "note") if k in x]
         if self.pause is not None:
             entry["pause"] = self.pause.summary()
         links = self.links.drops()[2]   # issue 15: each drop point's totals (BPF or netem); failed link events
@@ -481,6 +496,9 @@ class Runner:
             if self.pause is not None:
                 self.pause.stop()
                 self.pause = None
+            if self.inside is not None:
+                self.inside.close()
+                self.inside = None
             if self.sender_tcp is not None:   # issue 15: each owner restores what it changed
                 self.sender_tcp.restore()
                 self.sender_tcp = None

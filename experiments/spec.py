@@ -33,6 +33,7 @@ from ccrig.topologies.dumbbell import MAX_PAIRS
 from ccrig.errors import InputError
 from ccrig.fields import MAX_FLOWS, FlowCount, TimeField
 from . import events, workloads
+from .capture import CaptureSpec, interfaces as capture_interfaces
 from .sender_tcp import TcpSettings
 
 TopologyField = topology_union()
@@ -91,6 +92,10 @@ class _Experiment(BaseModel):
     events: list[EventField] = []
     # pause_chain: every point also runs without PAUSE (T1 = T2 = B2) and reports the goodput gain
     pause_gain: bool = False
+    # packet capture per link, headers only, capped in size (experiments/capture.py)
+    capture: CaptureSpec | None = None
+    # the bottleneck's (and PAUSE queues') occupancy at every change and each packet's sojourn (qdiscs/sojourn/)
+    queue_monitor: bool = False
     # issue 17: strict fails the run (exit 1) when a point was testbed-limited (experiments/fidelity.py); warn
     # only reports the verdict
     fidelity: Literal["warn", "strict"] = "warn"
@@ -117,6 +122,12 @@ class _Experiment(BaseModel):
                 if isinstance(part, dict) and isinstance(part.get("qdisc"), str):
                     part["qdisc"] = {"kind": part["qdisc"]}
         return v
+
+    @model_validator(mode="after")
+    def _capture_links(self):
+        if self.capture is not None:   # each link named must be one of the topology's
+            capture_interfaces(self.capture, self.topology.build(self.n_flows))
+        return self
 
     @model_validator(mode="after")
     def _intervals(self):

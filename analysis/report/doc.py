@@ -148,6 +148,15 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
             doc.p(f"point {p['index']}: no trace.csv or qdisc.csv for repetition {repetition}")
         else:
             doc.img(path, f"cwnd, RTT and queue occupancy, point {p['index']}, repetition {repetition}")
+    cdf = plots.plot_sojourn_cdf(run_dir, points, repetition, out_dir)
+    if cdf is not None:
+        doc.h(2, "Queue sojourn")
+        doc.img(cdf, "sojourn of every packet in each watched qdisc (the queue monitor), one line per point")
+    sequences = [path for p in points for path in plots.plot_time_sequence(run_dir, p, repetition, out_dir)]
+    if sequences:
+        doc.h(2, "Time-sequence graphs (from the capture)")
+        for path in sequences:
+            doc.img(path, f"{path.stem}: data, retransmissions, ACKs and SACK blocks ({path.stem}.csv: its points)")
     doc.h(2, "Models")
     mrows = models.model_rows(points)
     doc.p(f"Predictions from each flow's measured loss (retransmission rate when no loss was measured) and mean "

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import csv
+import gzip
+import json
 import math
 from pathlib import Path
 
@@ -11,6 +13,7 @@ matplotlib.use("Agg")  # no display: the figures only go to files
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from .. import pcap  # noqa: E402
 from .summary import fmt_param, swept_params  # noqa: E402
 
 SWEEP_METRICS = [("goodput_bps", "goodput (Mbit/s)", 1e-6), ("throughput_bps", "throughput (Mbit/s)", 1e-6),
@@ -114,7 +117,10 @@ def plot_timeseries(run_dir: Path, point: dict, repetition: int, out_dir: Path) 
         axes[0].plot(t, [_num(r["cwnd"]) for r in rows], lw=0.8, label=f"flow {flow}")
         axes[1].plot(t, [None if _num(r["srtt_s"]) is None else _num(r["srtt_s"]) * 1e3 for r in rows], lw=0.8,
                      label=f"flow {flow}")
-    queues = sorted({(r.get("node", ""), r.get("dev", ""), r.get("handle", "")) for r in qdisc})
+    events = fine_occupancy(rep_dir)
+    for (node, dev), (t, qlen) in events.items():   # every change of the queue, where the monitor ran
+        axes[2].step(t, qlen, where="post", lw=0.6, label=f"{node}:{dev} (every change)")
+    queues = sorted({(r.get("node", ""), r.get("dev", ""), r.get("handle", "")) for r in qdisc}) if not events else []
     for q in queues:
         rows = [r for r in qdisc if (r.get("node", ""), r.get("dev", ""), r.get("handle", "")) == q]
         if not any(_num(r.get("backlog_packets")) for r in rows):
@@ -184,3 +190,100 @@ def plot_pause(rows: list[dict], points: list[dict], out_dir: Path) -> Path | No
     ax.grid(alpha=0.3)
     ax.legend()
     return _save(fig, out_dir, "pause_gain")
+
+
+def _queue_events(rep_dir: Path) -> tuple[list[dict], float]:
+    """The queue monitor's raw events (qdiscs/sojourn) and the time the repetition's traffic clock started."""
+    path = rep_dir / "queue-events.csv.gz"
+    rep = rep_dir / "repetition.json"
+    if not path.is_file() or not rep.is_file():
+        return [], 0.0
+    t0 = json.loads(rep.read_text()).get("queue_monitor", {}).get("t0_epoch_s", 0.0)
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f)), t0
+
+
+def fine_occupancy(rep_dir: Path) -> dict[tuple[str, str], tuple[list[float], list[float]]]:
+    """Per watched qdisc: (time since the traffic clock started, packets queued after each event)."""
+    rows, t0 = _queue_events(rep_dir)
+    out: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    for r in rows:
+        t, q = out.setdefault((r["node"], r["dev"]), ([], []))
+        t.append(float(r["t_s"]) - t0)
+        q.append(float(r["qlen_packets"]))
+    return out
+
+
+def plot_sojourn_cdf(run_dir: Path, points: list[dict], repetition: int, out_dir: Path) -> Path | None:
+    """The sojourn distribution of every watched qdisc, one line per point: FQ against FCFS as delay
+    distributions, not only means."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    drawn = 0
+    for p in points:
+        rows, _ = _queue_events(run_dir / "points" / f"{p['index']:03d}" / f"rep{repetition}")
+        by: dict[tuple[str, str], list[float]] = {}
+        for r in rows:
+            if r["sojourn_s"]:
+                by.setdefault((r["node"], r["dev"]), []).append(float(r["sojourn_s"]) * 1e3)
+        for (node, dev), values in by.items():
+            values.sort()
+            n = len(values)
+            label = f"point {p['index']} {fmt_param(p.get('params', {}))} {node}:{dev}".strip()
+            ax.step(values, [(i + 1) / n for i in range(n)], where="post", lw=1, label=label)
+            drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("sojourn in the qdisc (ms)")
+    ax.set_ylabel("fraction of packets")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return _save(fig, out_dir, "sojourn_cdf")
+
+
+def plot_time_sequence(run_dir: Path, point: dict, repetition: int, out_dir: Path) -> list[Path]:
+    """tcptrace's time-sequence graph for each flow that sent data through a captured link: first sends, the
+    retransmissions marked, the cumulative ACK and the SACK blocks; its points also go to a CSV beside the PNG
+    (kind, t, start, end), the figure's data source."""
+    rep_dir = run_dir / "points" / f"{point['index']:03d}" / f"rep{repetition}"
+    rep = rep_dir / "repetition.json"
+    if not rep.is_file():
+        return []
+    capture = json.loads(rep.read_text()).get("capture") or {}
+    t0 = (json.loads(rep.read_text()).get("queue_monitor") or {}).get("t0_epoch_s")
+    out = []
+    for link in capture.get("links", []):
+        for k, ts in enumerate(sorted(pcap.time_sequences(rep_dir / link["file"]),
+                                      key=lambda x: -len(x.data))[:4]):
+            if len(ts.data) < 10:
+                continue   # a control connection's few segments
+            start = t0 if t0 is not None else min(t for t, _, _ in ts.data)
+            name = f"timeseq_p{point['index']:03d}_{link['link']}_{k}"
+            with open(out_dir / f"{name}.csv", "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["kind", "t", "start", "end"])
+                for kind, rows in (("data", ts.data), ("retransmit", ts.retransmits), ("sack", ts.sacks)):
+                    w.writerows([kind, f"{t:.6f}", a, b] for t, a, b in rows)
+                w.writerows(["ack", f"{t:.6f}", a, ""] for t, a in ts.acks)
+            fig, ax = plt.subplots(figsize=(10, 6))
+            ax.plot([t - start for t, _, _ in ts.data], [b / 1e6 for _, _, b in ts.data], ".", ms=1.5,
+                    color="tab:blue", label="data (first send)")
+            if ts.acks:
+                ax.step([t - start for t, _ in ts.acks], [a / 1e6 for _, a in ts.acks], where="post", lw=0.7,
+                        color="tab:green", label="cumulative ACK")
+            if ts.sacks:
+                ax.vlines([t - start for t, _, _ in ts.sacks], [a / 1e6 for _, a, _ in ts.sacks],
+                          [b / 1e6 for _, _, b in ts.sacks], color="tab:purple", lw=1.2, label="SACK blocks")
+            if ts.retransmits:
+                ax.plot([t - start for t, _, _ in ts.retransmits], [b / 1e6 for _, _, b in ts.retransmits], "x",
+                        ms=4, color="tab:red", label=f"retransmissions ({len(ts.retransmits)})")
+            src, sport, dst, dport = ts.flow
+            ax.set_title(f"point {point['index']}, {src}:{sport} -> {dst}:{dport}, captured at {link['link']}")
+            ax.set_xlabel("time (s)")
+            ax.set_ylabel("sequence number, relative (MB)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="upper left")
+            fig.tight_layout()
+            out.append(_save(fig, out_dir, name))
+    return out

@@ -1,0 +1,241 @@
+"""Fine-grained queue occupancy and per-packet sojourn of root qdiscs, from the kernel's qdisc tracepoints.
+
+sojourn.bpf.c (tp_btf on qdisc:qdisc_enqueue / qdisc:qdisc_dequeue) reports every accepted enqueue and every
+dequeue of the watched qdiscs with the root's qlen and backlog just after it, and a dequeue with the packet's
+time in the tree; monitor.c loads it (libbpf) and streams the 32-byte events into a file. Nothing is polled: the
+occupancy is known at every change, so its time average is exact (Little's law holds on it) and the sojourn is
+each packet's own. Both programs are built here on first use (clang, gcc, libbpf), cached by their sources' hash
+under ~/.cache/ccrig; the BPF object is CO-RE, so a guest kernel uses the build its host made.
+
+    QueueMonitor(commands, [Watched(...)], out_dir)   start() -> interval(a, b) per interval -> stop()
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ccrig.commands import Commands
+from ccrig.errors import RunError
+from ccrig.needs import Need
+from ccrig.procs import wait_for_line
+
+HERE = Path(__file__).parent
+SOURCES = (HERE / "sojourn.bpf.c", HERE / "monitor.c")
+BTF = Path("/sys/kernel/btf/vmlinux")
+TRACEPOINTS = Path("/sys/kernel/tracing/events/qdisc")
+# the multiarch include directory where Debian keeps asm/types.h (the BPF target has none)
+ASM_INCLUDE = Path("/usr/include/x86_64-linux-gnu")
+MAX_WATCHED = 16   # MAX_TARGETS in sojourn.bpf.c
+EVENT = np.dtype([("t_ns", "<u8"), ("sojourn_ns", "<u8"), ("slot", "<u4"), ("kind", "<u4"), ("qlen", "<u4"),
+                  ("backlog", "<u4")])
+ENQUEUE, DEQUEUE, DEQUEUE_UNSEEN = 0, 1, 2
+RAW_NAME = "queue-events.csv.gz"
+METHOD = "bpf: qdisc:qdisc_enqueue/qdisc_dequeue tracepoints, every event (exact occupancy, per-packet sojourn)"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccrig"
+
+
+def built() -> tuple[Path, Path]:
+    """(BPF object, loader) for these sources, whether built yet or not."""
+    tag = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES)).hexdigest()[:16]
+    d = cache_dir() / f"sojourn-{tag}"
+    return d / "sojourn.bpf.o", d / "monitor"
+
+
+def why_not() -> list[str]:
+    """What this kernel and machine lack for the monitor (empty: nothing)."""
+    why = []
+    release = os.uname().release
+    if not BTF.exists():
+        why.append(f"kernel {release} has no BTF ({BTF}; needs CONFIG_DEBUG_INFO_BTF=y): use the vm testbed")
+    if not (TRACEPOINTS / "qdisc_enqueue").is_dir() or not (TRACEPOINTS / "qdisc_dequeue").is_dir():
+        why.append(f"kernel {release} lacks the qdisc:qdisc_enqueue/qdisc_dequeue tracepoints (Linux 5.17 and "
+                   f"later have them; tracefs at /sys/kernel/tracing): use the vm testbed")
+    obj, exe = built()
+    if not (obj.exists() and exe.exists()):
+        missing = [t for t in ("clang", "gcc", "bpftool") if shutil.which(t) is None]
+        if not Path("/usr/include/bpf/libbpf.h").exists():
+            missing.append("libbpf-dev")
+        if missing:
+            why.append(f"the queue monitor is not built and {', '.join(missing)} is missing (Debian: apt-get "
+                       f"install clang gcc bpftool libbpf-dev, or `make deps`)")
+    return why
+
+
+def need() -> Need:
+    why = why_not()
+    return Need("the queue monitor (BPF on the qdisc tracepoints)", "queue_monitor", not why, "; ".join(why))
+
+
+def build(commands: Commands) -> tuple[Path, Path]:
+    """Builds the BPF object and its loader once per source version (vmlinux.h from this kernel's BTF)."""
+    obj, exe = built()
+    if obj.exists() and exe.exists():
+        return obj, exe
+    d = obj.parent
+    tmp = d.with_name(f"{d.name}.{os.getpid()}")   # two runs building at once each rename a whole folder
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        header = commands.run(["bpftool", "btf", "dump", "file", str(BTF), "format", "c"], timeout=120).stdout
+        (tmp / "vmlinux.h").write_text(header)
+        include = ["-I", str(ASM_INCLUDE)] if ASM_INCLUDE.is_dir() else []
+        commands.run(["clang", "-O2", "-g", "-target", "bpf", "-I", str(tmp), *include, "-c", str(SOURCES[0]),
+                      "-o", str(tmp / obj.name)], timeout=300)
+        commands.run(["gcc", "-O2", "-Wall", "-o", str(tmp / exe.name), str(SOURCES[1]), "-lbpf", "-lelf", "-lz"],
+                     timeout=300)
+        (tmp / "vmlinux.h").unlink()
+        try:
+            os.replace(tmp, d)
+        except OSError:   # another run finished first: its build is the same
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return obj, exe
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A root qdisc to watch: its device on a node, the namespace inode and ifindex that name it to the kernel, and
+    the rate it drains at (for the transmission time reported beside the sojourn)."""
+    node: str
+    dev: str
+    netns: int
+    ifindex: int
+    rate_bps: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.node}:{self.dev}"
+
+
+class QueueMonitor:
+    def __init__(self, commands: Commands, watched: list[Watched], out_dir: Path):
+        if not 1 <= len(watched) <= MAX_WATCHED:
+            raise RunError(f"the queue monitor watches 1 to {MAX_WATCHED} qdiscs; asked for {len(watched)}")
+        self.commands, self.watched, self.out = commands, watched, Path(out_dir)
+        self.events_path = self.out / "queue-events.bin"
+        self.proc: subprocess.Popen | None = None
+        self.offset = 0
+        self.lost: int | None = None
+        # the last state of each watched qdisc before the interval being read: (time ns, qlen, backlog)
+        self.state = [(None, 0, 0) for _ in watched]
+        self.mono_offset = 0.0
+        self.totals = {"events": 0, "sojourns": 0}
+        self.raw: gzip.GzipFile | None = None
+
+    def start(self, timeout: float = 60) -> None:
+        obj, exe = build(self.commands)
+        self.out.mkdir(parents=True, exist_ok=True)
+        # the events carry CLOCK_MONOTONIC (bpf_ktime_get_ns); intervals are wall-clock times
+        self.mono_offset = time.time() - time.monotonic()
+        argv = [str(exe), str(obj), *[f"{w.netns}:{w.ifindex}" for w in self.watched]]
+        with open(self.events_path, "wb") as sink:
+            self.proc = self.commands.popen(argv, stdin=subprocess.PIPE, stdout=sink, stderr=subprocess.PIPE)
+        line = wait_for_line(self.proc, self.proc.stderr, "ready", timeout)
+        if line != "ready":
+            rest = self._stop_proc()
+            raise RunError(f"the queue monitor did not start: {line or rest or 'no message'}")
+        self.raw = gzip.open(self.out / RAW_NAME, "wt", compresslevel=3)
+        self.raw.write("t_s,node,dev,event,qlen_packets,backlog_bytes,sojourn_s\n")
+
+    def _read(self) -> np.ndarray:
+        with open(self.events_path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        whole = len(data) // EVENT.itemsize * EVENT.itemsize
+        self.offset += whole
+        return np.frombuffer(data[:whole], dtype=EVENT)
+
+    def interval(self, a: float, b: float) -> dict[str, dict]:
+        """Each watched qdisc over [a, b] (wall-clock seconds): sojourn mean/p50/p99/max of the packets dequeued
+        in it, occupancy (packets, bytes) time-averaged and its maximum, packets enqueued and dequeued."""
+        ev = self._read()
+        self.totals["events"] += len(ev)
+        a_ns = (a - self.mono_offset) * 1e9
+        b_ns = (b - self.mono_offset) * 1e9
+        out = {}
+        for slot, w in enumerate(self.watched):
+            e = ev[ev["slot"] == slot]
+            out[w.label] = self._summary(slot, e, a_ns, b_ns)
+            self._write_raw(w, e)
+        return out
+
+    def _summary(self, slot: int, e: np.ndarray, a_ns: float, b_ns: float) -> dict:
+        t_prev, q_prev, bl_prev = self.state[slot]
+        t = e["t_ns"].astype(np.float64)
+        deq = e[e["kind"] == DEQUEUE]
+        soj = deq["sojourn_ns"] / 1e9
+        # piecewise constant: the state before the first event holds from a; each event's state until the next
+        starts = np.concatenate([[a_ns], np.clip(t, a_ns, b_ns)])
+        ends = np.concatenate([np.clip(t, a_ns, b_ns), [b_ns]])
+        ql = np.concatenate([[q_prev], e["qlen"].astype(np.float64)])
+        bl = np.concatenate([[bl_prev], e["backlog"].astype(np.float64)])
+        span = max(b_ns - a_ns, 1.0)
+        if len(e):
+            self.state[slot] = (t[-1], int(e["qlen"][-1]), int(e["backlog"][-1]))
+        self.totals["sojourns"] += len(soj)
+        return {
+            "enqueued": int(np.sum(e["kind"] == ENQUEUE)), "dequeued": int(np.sum(e["kind"] != ENQUEUE)),
+            "sojourn_mean_s": float(soj.mean()) if len(soj) else None,
+            "sojourn_p50_s": float(np.percentile(soj, 50)) if len(soj) else None,
+            "sojourn_p99_s": float(np.percentile(soj, 99)) if len(soj) else None,
+            "sojourn_max_s": float(soj.max()) if len(soj) else None,
+            "occupancy_mean_packets": float(np.sum(ql * (ends - starts)) / span),
+            "occupancy_max_packets": int(max(ql.max(), 0)),
+            "occupancy_mean_bytes": float(np.sum(bl * (ends - starts)) / span),
+            "occupancy_max_bytes": int(max(bl.max(), 0)),
+        }
+
+    def _write_raw(self, w: Watched, e: np.ndarray) -> None:
+        if self.raw is None or not len(e):
+            return
+        names = np.array(["enqueue", "dequeue", "dequeue"])
+        t = e["t_ns"] / 1e9 + self.mono_offset
+        soj = np.where(e["kind"] == DEQUEUE, e["sojourn_ns"] / 1e9, np.nan)
+        self.raw.write("".join(f"{ti:.9f},{w.node},{w.dev},{k},{q},{bl},{'' if s != s else f'{s:.9f}'}\n"
+                               for ti, k, q, bl, s in zip(t, names[e["kind"]], e["qlen"], e["backlog"], soj)))
+
+    def _stop_proc(self) -> str:
+        if self.proc is None or self.proc.returncode is not None:
+            return ""
+        stdin, self.proc.stdin = self.proc.stdin, None   # its end closing is the monitor's cue to stop
+        if stdin is not None:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+        try:
+            _, err = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        text = err.decode(errors="replace")
+        for line in text.splitlines():
+            if line.startswith("lost "):
+                self.lost = int(line.split()[1])
+        return text.strip()
+
+    def stop(self) -> dict:
+        """Ends the monitor; what the archive keeps of it (the raw events compressed, the binary removed)."""
+        self._stop_proc()
+        if self.raw is not None:
+            ev = self._read()   # what came after the last interval
+            for slot, w in enumerate(self.watched):
+                self._write_raw(w, ev[ev["slot"] == slot])
+            self.raw.close()
+            self.raw = None
+        self.events_path.unlink(missing_ok=True)
+        return {"method": METHOD, "qdiscs": [w.label for w in self.watched], "events": self.totals["events"],
+                "lost_events": self.lost, "raw": RAW_NAME}

@@ -1,0 +1,97 @@
+// Loads sojourn.bpf.o, watches the root qdiscs named on the command line and writes every event the program
+// reports to stdout as a 32-byte binary record (struct event in sojourn.bpf.c), until SIGINT/SIGTERM or stdin
+// closes. "ready" on stderr once attached; at exit "lost N" (events the ring buffer dropped).
+//
+//   monitor OBJECT NETNS_INODE:IFINDEX [...]
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+struct target { unsigned int netns, ifindex; };
+
+static volatile sig_atomic_t stop;
+static void on_signal(int sig) { (void)sig; stop = 1; }
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	(void)ctx;
+	if (fwrite(data, size, 1, stdout) != 1)
+		stop = 1;
+	return 0;
+}
+
+static int quiet(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	return level == LIBBPF_WARN ? vfprintf(stderr, fmt, args) : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s OBJECT NETNS_INODE:IFINDEX [...]\n", argv[0]);
+		return 2;
+	}
+	libbpf_set_print(quiet);
+	struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
+	if (!obj) {
+		fprintf(stderr, "cannot open %s: %s\n", argv[1], strerror(errno));
+		return 1;
+	}
+	if (bpf_object__load(obj)) {
+		fprintf(stderr, "cannot load %s: %s\n", argv[1], strerror(errno));
+		return 1;
+	}
+	int targets = bpf_object__find_map_fd_by_name(obj, "targets");
+	for (int i = 2; i < argc && i - 2 < 16; i++) {
+		struct target t;
+		unsigned int key = i - 2;
+		if (sscanf(argv[i], "%u:%u", &t.netns, &t.ifindex) != 2) {
+			fprintf(stderr, "bad target %s: expected NETNS_INODE:IFINDEX\n", argv[i]);
+			return 2;
+		}
+		bpf_map_update_elem(targets, &key, &t, BPF_ANY);
+	}
+	struct bpf_program *prog;
+	bpf_object__for_each_program(prog, obj) {
+		if (!bpf_program__attach(prog)) {
+			fprintf(stderr, "cannot attach %s: %s\n", bpf_program__name(prog), strerror(errno));
+			return 1;
+		}
+	}
+	struct ring_buffer *rb = ring_buffer__new(bpf_object__find_map_fd_by_name(obj, "events"), on_event, NULL, NULL);
+	if (!rb) {
+		fprintf(stderr, "cannot open the ring buffer: %s\n", strerror(errno));
+		return 1;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, on_signal);
+	fprintf(stderr, "ready\n");
+	fflush(stderr);
+	struct pollfd in = {.fd = 0, .events = POLLIN};
+	while (!stop) {
+		int n = ring_buffer__poll(rb, 50);
+		if (n < 0 && n != -EINTR)
+			break;
+		fflush(stdout);
+		char c;
+		// the parent's end of stdin closing is the other way to stop (a killed parent leaves no monitor behind)
+		if (poll(&in, 1, 0) > 0 && (in.revents & (POLLHUP | POLLERR) || read(0, &c, 1) == 0))
+			break;
+	}
+	ring_buffer__consume(rb);
+	fflush(stdout);
+	unsigned int zero = 0;
+	unsigned long long lost = 0;
+	bpf_map_lookup_elem(bpf_object__find_map_fd_by_name(obj, "lost"), &zero, &lost);
+	fprintf(stderr, "lost %llu\n", lost);
+	ring_buffer__free(rb);
+	bpf_object__close(obj);
+	return 0;
+}
