@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import math
 from pathlib import Path
@@ -13,6 +12,7 @@ matplotlib.use("Agg")  # no display: the figures only go to files
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from ccrig.qdiscs import sojourn  # noqa: E402
 from .. import pcap  # noqa: E402
 from .summary import fmt_param, swept_params  # noqa: E402
 
@@ -118,8 +118,8 @@ def plot_timeseries(run_dir: Path, point: dict, repetition: int, out_dir: Path) 
         axes[1].plot(t, [None if _num(r["srtt_s"]) is None else _num(r["srtt_s"]) * 1e3 for r in rows], lw=0.8,
                      label=f"flow {flow}")
     events = fine_occupancy(rep_dir)
-    for (node, dev), (t, qlen) in events.items():   # every change of the queue, where the monitor ran
-        axes[2].step(t, qlen, where="post", lw=0.6, label=f"{node}:{dev} (every change)")
+    for label, (t, qlen) in events.items():   # every change of the queue, where the monitor ran
+        axes[2].step(t, qlen, where="post", lw=0.6, label=f"{label} (every change)")
     queues = sorted({(r.get("node", ""), r.get("dev", ""), r.get("handle", "")) for r in qdisc}) if not events else []
     for q in queues:
         rows = [r for r in qdisc if (r.get("node", ""), r.get("dev", ""), r.get("handle", "")) == q]
@@ -192,26 +192,20 @@ def plot_pause(rows: list[dict], points: list[dict], out_dir: Path) -> Path | No
     return _save(fig, out_dir, "pause_gain")
 
 
-def _queue_events(rep_dir: Path) -> tuple[list[dict], float]:
-    """The queue monitor's raw events (qdiscs/sojourn) and the time the repetition's traffic clock started."""
-    path = rep_dir / "queue-events.csv.gz"
+def _queue_events(rep_dir: Path) -> tuple[dict, float]:
+    """The queue monitor's raw events per watched qdisc (qdiscs/sojourn) and the time the repetition's traffic
+    clock started (epoch seconds)."""
     rep = rep_dir / "repetition.json"
-    if not path.is_file() or not rep.is_file():
-        return [], 0.0
-    t0 = json.loads(rep.read_text()).get("queue_monitor", {}).get("t0_epoch_s", 0.0)
-    with gzip.open(path, "rt", newline="") as f:
-        return list(csv.DictReader(f)), t0
+    if not rep.is_file():
+        return {}, 0.0
+    summary = json.loads(rep.read_text()).get("queue_monitor") or {}
+    return (sojourn.read_events(rep_dir, summary) if summary else {}), summary.get("t0_epoch_s", 0.0)
 
 
-def fine_occupancy(rep_dir: Path) -> dict[tuple[str, str], tuple[list[float], list[float]]]:
+def fine_occupancy(rep_dir: Path) -> dict[str, tuple[list[float], list[float]]]:
     """Per watched qdisc: (time since the traffic clock started, packets queued after each event)."""
-    rows, t0 = _queue_events(rep_dir)
-    out: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
-    for r in rows:
-        t, q = out.setdefault((r["node"], r["dev"]), ([], []))
-        t.append(float(r["t_s"]) - t0)
-        q.append(float(r["qlen_packets"]))
-    return out
+    events, t0 = _queue_events(rep_dir)
+    return {label: (list(e.t - t0), list(e.qlen)) for label, e in events.items()}
 
 
 def plot_sojourn_cdf(run_dir: Path, points: list[dict], repetition: int, out_dir: Path) -> Path | None:
@@ -220,16 +214,14 @@ def plot_sojourn_cdf(run_dir: Path, points: list[dict], repetition: int, out_dir
     fig, ax = plt.subplots(figsize=(8, 5))
     drawn = 0
     for p in points:
-        rows, _ = _queue_events(run_dir / "points" / f"{p['index']:03d}" / f"rep{repetition}")
-        by: dict[tuple[str, str], list[float]] = {}
-        for r in rows:
-            if r["sojourn_s"]:
-                by.setdefault((r["node"], r["dev"]), []).append(float(r["sojourn_s"]) * 1e3)
-        for (node, dev), values in by.items():
-            values.sort()
+        events, _ = _queue_events(run_dir / "points" / f"{p['index']:03d}" / f"rep{repetition}")
+        for label, e in events.items():
+            values = sorted(e.sojourn_ns[e.kind == 1] / 1e6)
             n = len(values)
-            label = f"point {p['index']} {fmt_param(p.get('params', {}))} {node}:{dev}".strip()
-            ax.step(values, [(i + 1) / n for i in range(n)], where="post", lw=1, label=label)
+            if not n:
+                continue
+            name = f"point {p['index']} {fmt_param(p.get('params', {}))} {label}".strip()
+            ax.step(values, [(i + 1) / n for i in range(n)], where="post", lw=1, label=name)
             drawn += 1
     if not drawn:
         plt.close(fig)

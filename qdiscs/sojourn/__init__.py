@@ -37,7 +37,11 @@ MAX_WATCHED = 16   # MAX_TARGETS in sojourn.bpf.c
 EVENT = np.dtype([("t_ns", "<u8"), ("sojourn_ns", "<u8"), ("slot", "<u4"), ("kind", "<u4"), ("qlen", "<u4"),
                   ("backlog", "<u4")])
 ENQUEUE, DEQUEUE, DEQUEUE_UNSEEN = 0, 1, 2
-RAW_NAME = "queue-events.csv.gz"
+# the raw events as the loader wrote them (EVENT records), compressed once the repetition ends
+RAW_NAME = "queue-events.bin.gz"
+RAW_FORMAT = ("little-endian records of 32 bytes: t_ns u64 (CLOCK_MONOTONIC; + clock_offset_s*1e9 = epoch), "
+              "sojourn_ns u64, slot u32 (index into qdiscs), kind u32 (0 enqueue, 1 dequeue, 2 dequeue of a packet "
+              "enqueued before the monitor looked), qlen u32 and backlog u32 (bytes) just after the event")
 METHOD = "bpf: qdisc:qdisc_enqueue/qdisc_dequeue tracepoints, every event (exact occupancy, per-packet sojourn)"
 
 
@@ -133,7 +137,6 @@ class QueueMonitor:
         self.state = [(None, 0, 0) for _ in watched]
         self.mono_offset = 0.0
         self.totals = {"events": 0, "sojourns": 0}
-        self.raw: gzip.GzipFile | None = None
 
     def start(self, timeout: float = 60) -> None:
         obj, exe = build(self.commands)
@@ -147,8 +150,6 @@ class QueueMonitor:
         if line != "ready":
             rest = self._stop_proc()
             raise RunError(f"the queue monitor did not start: {line or rest or 'no message'}")
-        self.raw = gzip.open(self.out / RAW_NAME, "wt", compresslevel=3)
-        self.raw.write("t_s,node,dev,event,qlen_packets,backlog_bytes,sojourn_s\n")
 
     def _read(self) -> np.ndarray:
         with open(self.events_path, "rb") as f:
@@ -169,7 +170,6 @@ class QueueMonitor:
         for slot, w in enumerate(self.watched):
             e = ev[ev["slot"] == slot]
             out[w.label] = self._summary(slot, e, a_ns, b_ns)
-            self._write_raw(w, e)
         return out
 
     def _summary(self, slot: int, e: np.ndarray, a_ns: float, b_ns: float) -> dict:
@@ -198,15 +198,6 @@ class QueueMonitor:
             "occupancy_max_bytes": int(max(bl.max(), 0)),
         }
 
-    def _write_raw(self, w: Watched, e: np.ndarray) -> None:
-        if self.raw is None or not len(e):
-            return
-        names = np.array(["enqueue", "dequeue", "dequeue"])
-        t = e["t_ns"] / 1e9 + self.mono_offset
-        soj = np.where(e["kind"] == DEQUEUE, e["sojourn_ns"] / 1e9, np.nan)
-        self.raw.write("".join(f"{ti:.9f},{w.node},{w.dev},{k},{q},{bl},{'' if s != s else f'{s:.9f}'}\n"
-                               for ti, k, q, bl, s in zip(t, names[e["kind"]], e["qlen"], e["backlog"], soj)))
-
     def _stop_proc(self) -> str:
         if self.proc is None or self.proc.returncode is not None:
             return ""
@@ -230,12 +221,24 @@ class QueueMonitor:
     def stop(self) -> dict:
         """Ends the monitor; what the archive keeps of it (the raw events compressed, the binary removed)."""
         self._stop_proc()
-        if self.raw is not None:
-            ev = self._read()   # what came after the last interval
-            for slot, w in enumerate(self.watched):
-                self._write_raw(w, ev[ev["slot"] == slot])
-            self.raw.close()
-            self.raw = None
-        self.events_path.unlink(missing_ok=True)
+        if self.events_path.exists():
+            with open(self.events_path, "rb") as src, gzip.open(self.out / RAW_NAME, "wb", compresslevel=3) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            self.events_path.unlink()
         return {"method": METHOD, "qdiscs": [w.label for w in self.watched], "events": self.totals["events"],
-                "lost_events": self.lost, "raw": RAW_NAME}
+                "lost_events": self.lost, "raw": RAW_NAME, "raw_format": RAW_FORMAT,
+                "clock_offset_s": self.mono_offset}
+
+
+def read_events(rep_dir: Path, summary: dict) -> dict[str, np.ndarray]:
+    """A repetition's raw events per watched qdisc (label -> EVENT records, t_ns turned into epoch seconds in a
+    float field `t`), from the archive."""
+    path = Path(rep_dir) / summary.get("raw", RAW_NAME)
+    if not path.is_file():
+        return {}
+    data = gzip.decompress(path.read_bytes())
+    ev = np.frombuffer(data[:len(data) // EVENT.itemsize * EVENT.itemsize], dtype=EVENT)
+    t = ev["t_ns"] / 1e9 + summary.get("clock_offset_s", 0.0)
+    return {label: np.rec.fromarrays([t[ev["slot"] == i], *(ev[n][ev["slot"] == i] for n in EVENT.names)],
+                                     names=["t", *EVENT.names])
+            for i, label in enumerate(summary.get("qdiscs", []))}

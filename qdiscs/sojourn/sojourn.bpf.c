@@ -29,12 +29,12 @@ struct target {
 	__u32 ifindex;
 };
 
-// slot i watches targets[i]; slots past `count` are empty (netns 0)
+// (namespace inode, ifindex) -> slot: one lookup per event, whatever the number of qdiscs on the machine
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_TARGETS);
-	__type(key, __u32);
-	__type(value, struct target);
+	__type(key, struct target);
+	__type(value, __u32);
 } targets SEC(".maps");
 
 // skb -> enqueue time; LRU so packets freed without a dequeue (a reset qdisc) cannot fill it
@@ -61,17 +61,9 @@ struct {
 static __always_inline int slot_of(struct Qdisc *q)
 {
 	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
-	__u32 netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
-	__u32 ifindex = BPF_CORE_READ(dev, ifindex);
-	for (__u32 i = 0; i < MAX_TARGETS; i++) {
-		__u32 k = i;
-		struct target *t = bpf_map_lookup_elem(&targets, &k);
-		if (!t || !t->netns)
-			return -1;
-		if (t->netns == netns && t->ifindex == ifindex)
-			return i;
-	}
-	return -1;
+	struct target t = {.netns = BPF_CORE_READ(dev, nd_net.net, ns.inum), .ifindex = BPF_CORE_READ(dev, ifindex)};
+	__u32 *slot = bpf_map_lookup_elem(&targets, &t);
+	return slot ? (int)*slot : -1;
 }
 
 static __always_inline void emit(__u32 slot, __u32 kind, __u64 now, __u64 sojourn, struct Qdisc *q)
@@ -90,7 +82,7 @@ static __always_inline void emit(__u32 slot, __u32 kind, __u64 now, __u64 sojour
 	e->kind = kind;
 	e->qlen = BPF_CORE_READ(q, q.qlen);
 	e->backlog = BPF_CORE_READ(q, qstats.backlog);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);   // the loader drains the ring every few ms
 }
 
 SEC("tp_btf/qdisc_enqueue")
