@@ -4,7 +4,7 @@
 
 A link is named by the node that captures and its peer (`d1-r2`: d1's interface toward r2, so what arrives at the
 receiver d1 and what it sends back), or `bottleneck` (the bottleneck router's egress). The pcap files land in the
-repetition's folder; max_mb caps them all together: a watcher stops every capture once their sum reaches it, so a
+repetition's folder (streamed from tcpdump's standard output, so a remote host's capture lands here too); max_mb caps them all together: a watcher stops every capture once their sum reaches it, so a
 long study cannot fill the disk, and summary.json says that it did and when. tcpdump's own drops ("dropped by
 kernel") are reported: a capture that lost packets says so.
 """
@@ -78,10 +78,11 @@ class Capture:
         self.t0 = time.time()
         for name, node, dev in self.links:
             path = self.out / f"capture-{name}.pcap"
+            # -w -: the pcap streams back to this machine's file whatever the testbed (over SSH from a host);
             # -U: each packet written as it comes, so the size the cap watches is the size on disk
-            argv = ["tcpdump", "-i", dev, "-s", str(self.spec.snaplen), "-n", "-U", "--immediate-mode",
-                    "-w", str(path)]
-            proc = self.testbed.node(node).popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            argv = ["tcpdump", "-i", dev, "-s", str(self.spec.snaplen), "-n", "-U", "--immediate-mode", "-w", "-"]
+            with open(path, "wb") as sink:
+                proc = self.testbed.node(node).popen(argv, stdout=sink, stderr=subprocess.PIPE)
             self.procs.append((name, node, dev, path, proc))
         # tcpdump says "listening on DEV" on stderr once its socket is open: from then on nothing is missed
         for name, node, dev, path, proc in self.procs:
@@ -104,9 +105,10 @@ class Capture:
                 return
 
     def _end(self) -> None:
-        for *_, proc in self.procs:
+        for _, node, _, _, proc in self.procs:
             if proc.poll() is None:
-                proc.terminate()   # tcpdump flushes its file and prints its statistics on SIGTERM
+                # tcpdump flushes its file and prints its statistics on SIGTERM (sent on the host, remotely)
+                self.testbed.end(node, proc)
 
     def stop(self) -> dict:
         """Ends every capture; what summary.json keeps: per link its file, packets captured and tcpdump's drops."""

@@ -110,11 +110,10 @@ def looking_inside(points: list[Point], bed) -> list[Need]:
     testbeds only, the vm's guest kernel checked inside it."""
     exp = points[0].experiment
     out: list[Need] = []
-    for what, wanted in (("capture", exp.capture is not None), ("queue_monitor", exp.queue_monitor)):
-        if wanted and bed.remote:
-            out.append(Need(f"{what} on the {bed.kind} testbed", what, False, f"not on a remote testbed yet: run "
-                            f"the spec on netns, mininet or vm, or without `{what}`"))
-    if exp.capture is not None and not bed.elsewhere:
+    if exp.queue_monitor and bed.remote:   # tcpdump is among the tools the hosts testbed checks on every host
+        out.append(Need(f"queue_monitor on the {bed.kind} testbed", "queue_monitor", False, "not on a remote "
+                        "testbed yet: run the spec on netns, mininet or vm, or without `queue_monitor`"))
+    if exp.capture is not None and not bed.elsewhere and not bed.remote:
         out.append(Need("the `tcpdump` command", "capture", shutil.which("tcpdump") is not None,
                         "install the Debian package tcpdump (`make deps`)"))
     if exp.queue_monitor and not bed.remote and not bed.elsewhere:

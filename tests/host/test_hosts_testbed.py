@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ccrig.analysis import pcap
 from ccrig.commands import Commands
+from ccrig.experiments.capture import Capture, CaptureSpec
 from ccrig.errors import InputError, RunError
 from ccrig.topologies.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.hosts import HostsTestbed
@@ -84,10 +86,18 @@ def test_router_mode_realises_the_dumbbell_and_restores_every_host(bed, tmp_path
         for node, c in tb.clock.items():
             assert abs(c["offset_s"]) <= c["uncertainty_s"] + 0.005, (node, c)
         assert tb.describe()["nodes"]["r1"]["interfaces"] == {"r2": "lab0", "s1": "lab1"}
-        # traffic across the hosts is shaped by the router host's htb
+        # traffic across the hosts is shaped by the router host's htb; a capture on d1's host streams back here
+        cap = Capture(tb, CaptureSpec(links=["d1-r2"], max_mb=50), tb.topology, tmp_path / "capture")
+        cap.start()
         res = iperf3(tb, "s1", "d1")
+        got = cap.stop()
         bps = res["end"]["sum_received"]["bits_per_second"]
         assert 0.75 * 10e6 < bps < 1.02 * 10e6, bps
+        assert got["links"][0]["dropped_by_capture"] == 0 and got["links"][0]["packets"] > 1000, got
+        # the data connection's highest sequence number reached d1: the bytes iperf3 says it received
+        data = max(pcap.time_sequences(tmp_path / "capture" / "capture-d1-r2.pcap"), key=lambda t: len(t.data))
+        received = res["end"]["sum_received"]["bytes"]
+        assert abs(max(end for _, _, end in data.data) - received) <= 0.01 * received
         # a project script named on a command line is staged to the host and runs there
         out = tb.run("s1", [*tb.python("s1"), str(SAMPLER), "--help"]).stdout
         assert "--period" in out

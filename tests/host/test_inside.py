@@ -57,13 +57,17 @@ def test_the_queue_never_holds_more_than_its_limit_and_littles_law_holds(run):
         arrivals = int(r["dequeued"]) / length
         little = arrivals * float(r["sojourn_mean_s"])
         assert abs(float(r["occupancy_mean_packets"]) - little) <= 0.1 * little, r
-        # a packet waits for at most the 15 ahead of it, each one frame time, plus its own
-        assert float(r["sojourn_p99_s"]) <= 16 * TX + 0.002, r
     # the raw events say the same: never above 15, and there are per-packet sojourns
     summary = json.loads((_rep(run) / "repetition.json").read_text())["queue_monitor"]
     assert summary["lost_events"] == 0 and summary["method"].startswith("bpf")
     [events] = sojourn.read_events(_rep(run), summary).values()
     assert events.qlen.max() <= 15 and (events.kind == 1).sum() > 5000
+    # a packet waits for at most the 15 ahead of it, one frame time each (its own is after the dequeue); the
+    # margin is for a dequeue timer late on a busy machine
+    measured = events.sojourn_ns[(events.kind == 1) & (events.t >= summary["t0_epoch_s"] + 1)] / 1e9
+    p99 = sorted(measured)[int(0.99 * len(measured))]
+    print(f"sojourn p99 {p99 * 1e3:.2f} ms, 15 frame times {15 * TX * 1e3:.2f} ms")
+    assert p99 <= 15 * TX + 0.003, p99
     # the bottleneck's columns in intervals.csv, and the series in the sample log the exporter serves
     with open(_rep(run) / "intervals.csv", newline="") as f:
         system = [r for r in csv.DictReader(f) if r["flow"] == "all"]
