@@ -57,6 +57,13 @@ HELP = {
     "queue_occupancy_max_packets": ("gauge", "Most packets queued at any moment of the interval"),
     "queue_occupancy_mean_bytes": ("gauge", "Bytes queued, time-averaged over the interval"),
     "queue_occupancy_max_bytes": ("gauge", "Most bytes queued at any moment of the interval"),
+    "source_one_way_delay_seconds": ("gauge", "A packet source's one-way delay over the repetition (stat: mean, p50, "
+                                     "p99, min, max), from the receiver's kernel timestamps"),
+    "source_latency_seconds": ("gauge", "An interactive flow's message latency, send to receipt (stat as above)"),
+    "source_jitter_seconds": ("gauge", "A packet source's jitter (RFC 3550 smoothed) over the repetition"),
+    "source_loss_ratio": ("gauge", "Packets a source sent that its receiver never saw / packets sent"),
+    "source_delivered_bytes_per_second": ("gauge", "Payload a packet source delivered per second"),
+    "source_goodput_bytes_per_second": ("gauge", "Payload an interactive flow's messages delivered per second"),
     "point_result": ("gauge", "A point's result over its measured intervals, in the units of the series named by "
                      "`series`: stat is mean, std, ci95_low or ci95_high"),
     # issue 17: the fidelity monitor (experiments/fidelity.py)

@@ -99,7 +99,7 @@ def qdisc_kinds(topo, bpf_loss: bool = False) -> dict[str, dict[str, str]]:
             if eg.qdisc is not None and eg.rate is not None:
                 out.setdefault(a, {}).setdefault(eg.qdisc.kind, f"the {a}->{b} link's qdisc")
             # issue 15: random loss alone needs no netem where the BPF program stands in for it
-            if eg.delay > 0 or (eg.loss > 0 and not bpf_loss):
+            if eg.delay > 0 or (eg.needs_netem and not bpf_loss):
                 what = "added delay" if eg.delay > 0 else "random loss"
                 out.setdefault(a, {}).setdefault("netem", f"{what} on the {a}->{b} link")
     return out

@@ -47,7 +47,7 @@ from .inside import SYSTEM_COLUMNS as QUEUE_COLUMNS, Inside
 from .preflight import needs, netem_here
 from .sender_tcp import SenderTcp
 from .progress import NoBar, progress
-from .sinks import Sinks, interval_samples, point_samples
+from .sinks import Sinks, interval_samples, point_samples, source_samples
 from .workloads import Flow, Traffic
 
 TRACE_PERIOD = 0.02   # seconds: congestion events are shorter than an interval
@@ -296,6 +296,9 @@ class Runner:
         # issue 15: a flow with a stop sends from start to stop
         flows = [Flow(f.workload, i, self.cc.kernel_name(pairs[i][0], f.cc_label), f.cc_label, *pairs[i],
                       start=f.start, duration=exp.duration if f.stop is None else f.stop - f.start)
+                 if f.workload.congestion_control else
+                 Flow(f.workload, i, "", "none", *pairs[i], start=f.start,   # UDP: no congestion control
+                      duration=exp.duration if f.stop is None else f.stop - f.start)
                  for i, f in enumerate(exp.flow_list())]
         # issue 15: loss the BPF program realises (no netem here) is taken off the links the testbed builds
         self.links = LinkConditions(exp, topo, netem_here(exp, self.commands, self.opt.prefix))
@@ -437,6 +440,7 @@ class Runner:
         entry["kernel_fault"] = summary.kernel_faults(flows, sampler_of)   # issue 16: samples law checks leave out
         entry["fidelity"] = monitor.verdict(self.samplers, TRACE_PERIOD)   # issue 17
         entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time
+        self.sinks.publish(source_samples(labels, entry, flows, time.time()))   # the packet sources' own numbers
         entry.update(inside)
         entry["warnings"] += [x[k] for x in inside.values() for k in ("warning", "note") if k in x]
         if self.pause is not None:

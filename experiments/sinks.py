@@ -114,3 +114,31 @@ def point_samples(labels: dict, point: dict) -> list[Sample]:
         out.append(Sample("point_fidelity", {**labels, "verdict": fid["verdict"]},
                           1.0 if fid["verdict"] != "ok" else 0.0, ts))
     return out
+
+
+# what the packet sources (UDP kinds, interactive) measure per flow, as Prometheus series: field -> (series, factor);
+# a field holding a distribution (mean, p50, p99, min, max) becomes one series with a `stat` label
+SOURCE_SERIES = {"one_way_delay_s": ("source_one_way_delay_seconds", 1), "latency_s": ("source_latency_seconds", 1),
+                 "jitter_s": ("source_jitter_seconds", 1), "loss": ("source_loss_ratio", 1),
+                 "delivered_bps": ("source_delivered_bytes_per_second", 1 / 8),
+                 "goodput_bps": ("source_goodput_bytes_per_second", 1 / 8)}
+
+
+def source_samples(labels: dict, entry: dict, flows, ts: float) -> list[Sample]:
+    """A repetition's per-source measurements (summary.json, under each kind's name) as samples, one per flow and
+    field, labelled with the flow, its kind and (for a distribution) the statistic."""
+    kinds = {f.workload.kind for f in flows}
+    out = []
+    for kind in kinds:
+        for item in entry.get(kind) or []:
+            if not isinstance(item, dict) or "flow" not in item:
+                continue
+            fl = {**labels, "flow": str(item["flow"]), "kind": kind}
+            for field, (name, factor) in SOURCE_SERIES.items():
+                v = item.get(field)
+                if isinstance(v, dict):
+                    out += [Sample(name, {**fl, "stat": k}, x * factor, ts) for k, x in v.items()
+                            if isinstance(x, (int, float))]
+                elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out.append(Sample(name, fl, v * factor, ts))
+    return out

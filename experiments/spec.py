@@ -72,6 +72,13 @@ class Flow(BaseModel):
     def _short(cls, v):
         return {"kind": v} if isinstance(v, str) else v
 
+    @model_validator(mode="after")
+    def _cc_of_udp(self):
+        if "cc" in self.model_fields_set and not self.workload.congestion_control:
+            raise ValueError(f"cc: got {self.cc_label!r} for a {self.workload.kind} flow; a UDP source has no "
+                             f"congestion control: leave cc out")
+        return self
+
 
 class _Experiment(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -20,6 +20,7 @@ from ccrig.errors import field_error
 from ccrig.fields import RateField, RatioField, SizeField, TimeField, count_range
 from ccrig.units import RATE_RANGE, UnitError, buffer_problem, check_bps
 from ccrig.qdiscs import Pfifo, qdisc_union
+from .loss import GilbertElliott, LossModel
 from .topology import Egress, Topology
 
 QdiscField = qdisc_union()
@@ -75,7 +76,8 @@ class DumbbellSpec(BaseModel):
     bottleneck: Bottleneck
     access: Access = Access()
     rtt: TimeField = 0.0
-    loss: RatioField = 0.0
+    # a ratio, or {rate} / {gilbert: {p, r, loss_bad, loss_good}} (topologies/loss/), on each receiver's link
+    loss: RatioField | LossModel = 0.0
     # sender/receiver pairs; by default one pair per flow
     pairs: PairCount | None = None
     mtu: MtuField = 1500
@@ -93,6 +95,10 @@ class DumbbellSpec(BaseModel):
             raise field_error("topology.rtt", f"{self.rtt:g}s", f"at most {MAX_RTT_S:g}s")
         return self
 
+    @property
+    def link_loss(self) -> float | GilbertElliott:
+        return self.loss.realised() if isinstance(self.loss, LossModel) else self.loss
+
     def build(self, flows: int) -> Topology:
         n = self.pairs or flows
         topo = Topology("dumbbell", mtu=self.mtu)
@@ -104,7 +110,7 @@ class DumbbellSpec(BaseModel):
         for i in range(1, n + 1):
             s, d = topo.add_node(f"s{i}"), topo.add_node(f"d{i}")
             topo.add_link(s, r1, a_to_b=access, b_to_a=Egress(rate=self.access.rate, delay=self.rtt / 2))
-            topo.add_link(r2, d, a_to_b=Egress(rate=self.access.rate, delay=self.rtt / 2, loss=self.loss),
+            topo.add_link(r2, d, a_to_b=Egress(rate=self.access.rate, delay=self.rtt / 2, loss=self.link_loss),
                           b_to_a=access)
             topo.pairs.append((s, d))
         return topo

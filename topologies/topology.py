@@ -21,11 +21,12 @@ class Egress:
     buffer: Size | None = None
     qdisc: Qdisc | None = None
     delay: float = 0.0  # seconds, one way
-    loss: float = 0.0   # ratio 0..1
+    # ratio 0..1, or a Gilbert-Elliott chain (topologies/loss/: always realised by the BPF program)
+    loss: object = 0.0
 
     @property
     def needs_netem(self) -> bool:
-        return self.delay > 0 or self.loss > 0
+        return self.delay > 0 or (isinstance(self.loss, float) and self.loss > 0)
 
 
 @dataclass(frozen=True)

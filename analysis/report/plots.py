@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # no display: the figures only go to files
+matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text in the SVGs: searchable, and checkable by tests
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
@@ -127,6 +128,16 @@ def plot_timeseries(run_dir: Path, point: dict, repetition: int, out_dir: Path) 
             continue  # an idle qdisc says nothing and clutters the plot
         axes[2].step([_num(r["t"]) for r in rows], [_num(r.get("backlog_packets")) for r in rows], where="post",
                      lw=0.8, label=f"{q[0]}:{q[1]} {q[2]}")
+    # the link events (events.csv: when each step was applied), marked on every panel and named on the top one
+    for e in read_csv(rep_dir / "events.csv"):
+        t = _num(e.get("t"))
+        if t is None:
+            continue
+        for ax in axes:
+            ax.axvline(t, color="grey", ls=":", lw=0.8)
+        axes[0].annotate(f"{e.get('kind', '')} {e.get('link', '')}: {e.get('action', '')}", (t, 1.0),
+                         xycoords=("data", "axes fraction"), rotation=90, fontsize=6, va="top", ha="right",
+                         color="dimgrey")
     axes[0].set_ylabel("cwnd (segments)")
     axes[1].set_ylabel("srtt (ms)")
     axes[2].set_ylabel("queue (packets)")

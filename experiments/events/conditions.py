@@ -46,9 +46,9 @@ class LinkConditions:
         out = {}
         for link in self.topology.links:
             for a, b, e in ((link.a, link.b, link.a_to_b), (link.b, link.a, link.b_to_a)):
-                if e.loss > 0:
+                if e.loss:
                     bpf = any(p.key == (a, b, "egress") and p.loss for p in self.points)
-                    out[f"{a}->{b}"] = {"loss": e.loss, "realised_by": "bpf (tc clsact egress, cls_bpf da)"
+                    out[f"{a}->{b}"] = {"loss": loss.describe_loss(e.loss), "realised_by": "bpf (tc clsact egress, cls_bpf da)"
                                         if bpf else "netem"}
         return {"loss": out, "bpf_drop_points": [p.name for p in self.points],
                 "events": [{"t": s.t, "event": s.index, "kind": s.event.kind, "link": s.event.link,
@@ -115,7 +115,7 @@ class LinkConditions:
             return out
         for link in self.realised.links:
             for a, b, e in ((link.a, link.b, link.a_to_b), (link.b, link.a, link.b_to_a)):
-                if e.loss <= 0:
+                if not e.loss:
                     continue
                 dev = self.state.testbed.egress_device(a, b)
                 shown = self.state.testbed.run(a, ["tc", "-j", "-s", "qdisc", "show", "dev", dev], check=False,

@@ -38,6 +38,8 @@ class Workload(BaseModel):
     # the flow is a TCP connection the TCP_INFO sampler measures; False (UDP): its receiver prints the
     # sampler's lines itself into server_output, and the runner reads those instead (collectors.ReceiverLog)
     tcp_info: ClassVar[bool] = True
+    # the sender's transport has a congestion control (a flow's `cc`); False (UDP): it has none, and says "none"
+    congestion_control: ClassVar[bool] = True
 
     # --- the programs -----------------------------------------------------------------------------------
     def server_argv(self, flow: Flow, bind: str) -> list[str]:

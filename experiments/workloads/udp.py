@@ -58,6 +58,7 @@ class Datagrams(Workload):
     server_output = "receiver-{index}.jsonl"
     script = True
     tcp_info = False
+    congestion_control = False
     wait_go = ("--wait-go",)   # a Python start takes seconds in a guest under TCG (vm): parked ahead
     pattern: ClassVar[str] = ""
 

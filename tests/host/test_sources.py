@@ -4,6 +4,8 @@ not from what the sender meant to do."""
 import json
 import statistics
 
+import pytest
+
 from conftest import dumbbell, leftovers
 
 
@@ -39,6 +41,11 @@ def test_poisson_has_exponential_gaps_at_its_mean_rate(ccrig):
     assert 0 < entry["one_way_delay_s"]["p50"] < 1e-3
     # the interval rows are the receiver's: goodput is the delivered payload
     assert abs(ccrig.summary()["points"][0]["flows"][0]["goodput_bps"]["mean"] / (1000 * 100 * 8) - 1) < 0.1
+    # and the source's own numbers go to Prometheus as the summary has them (the sample log is what is served)
+    log = [json.loads(x) for x in (ccrig.run_dirs()[-1] / "samples.jsonl").read_text().splitlines()]
+    delay = {s["labels"]["stat"]: s["value"] for s in log if s["name"] == "source_one_way_delay_seconds"}
+    assert delay and delay["p50"] == entry["one_way_delay_s"]["p50"], delay
+    assert [s["value"] for s in log if s["name"] == "source_jitter_seconds"] == [entry["jitter_s"]]
 
 
 def test_onoff_periods_and_flood_at_the_access_rate(ccrig):
@@ -112,3 +119,25 @@ def test_bad_sources_are_refused_before_anything_is_set_up(ccrig):
         assert p.returncode == 2, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and field in p.stderr, p.stderr
         assert leftovers(p.pid) == [] and ccrig.run_dirs() == []
+
+
+def test_gilbert_elliott_loss_on_the_topology_comes_in_bursts(ccrig):
+    # p = 0.02 good -> bad, r = 0.25 bad -> good, every packet lost while bad: a mean loss of 0.02 / 0.27 = 7.4 %
+    # in bursts of mean length 1 / r = 4, at the receiver's own count (its log's sequence numbers)
+    spec = dumbbell([{"workload": {"kind": "cbr", "rate": "2000pps", "size": "200b"}}], duration="8s",
+                    rate="100mbit", topology={"name": "dumbbell", "loss": {"gilbert": {"p": 0.02, "r": 0.25}},
+                                              "bottleneck": {"rate": "100mbit", "buffer": "100pkt",
+                                                             "qdisc": "pfifo"}})
+    p = ccrig.run(spec)
+    assert p.returncode == 0, p.stderr
+    seqs = sorted(int(r[0]) for r in _packets(ccrig, 0))
+    lost = [b - a - 1 for a, b in zip(seqs, seqs[1:]) if b - a > 1]
+    sent = seqs[-1] - seqs[0] + 1
+    ratio, burst = sum(lost) / sent, statistics.fmean(lost)
+    print(f"gilbert: {sent} packets, loss {ratio:.4f}, {len(lost)} bursts of mean length {burst:.2f}")
+    assert sent > 10000 and 0.05 < ratio < 0.10 and 3.0 < burst < 5.2
+    # the program counted every drop: the receiver's gaps are its drops on that link
+    rep = _rep(ccrig)
+    assert rep["links"]["r2->d1"]["dropped"] >= sum(lost)
+    env = json.loads((ccrig.run_dirs()[-1] / "env.json").read_text())
+    assert env["links"]["0"]["loss"]["r2->d1"]["loss"]["mean"] == pytest.approx(0.02 / 0.27)

@@ -81,6 +81,20 @@ def test_report_writes_md_html_and_plots(tmp_path):
     assert fmt_stat(p1["system"]["jain"]) in md
 
 
+def test_link_events_are_marked_on_the_time_series(tmp_path):
+    run = tmp_path / "run"
+    write_archive(run)
+    with open(run / "points/000/rep0/events.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["t", "asked_t", "planned_t", "link", "kind", "action", "event"])
+        w.writerow([1.5, 1.5, 1.5, "r1-r2", "down", "down", 0])
+        w.writerow([1.7, 1.7, 1.7, "r1-r2", "down", "up", 0])
+    report(run)
+    svg = (run / "report/timeseries_p000.svg").read_text()
+    assert "down r1-r2: down" in svg and "down r1-r2: up" in svg
+    assert "down r1-r2" not in (run / "report/timeseries_p001.svg").read_text()
+
+
 def test_model_rows_use_the_flows_loss_and_rtt(tmp_path):
     summary = write_archive(tmp_path / "run")
     rows = models.model_rows(summary["points"])

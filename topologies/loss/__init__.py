@@ -22,7 +22,8 @@ from ..topology import Link, Topology
 
 
 class GilbertElliott(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # frozen: it sits in a link's Egress (a frozen dataclass), which must stay hashable
+    model_config = ConfigDict(extra="forbid", frozen=True)
     p: float = Field(ge=0, le=1)           # good -> bad, per packet
     r: float = Field(gt=0, le=1)           # bad -> good, per packet (0 would stay bad for ever)
     loss_bad: float = Field(1.0, ge=0, le=1)
@@ -87,7 +88,9 @@ def plan(topology: Topology, netem: bool, also: set[tuple[str, str, str]] = froz
         eg = {}
         for (a, b), e, attr in (((link.a, link.b), link.a_to_b, "a_to_b"), ((link.b, link.a), link.b_to_a,
                                                                             "b_to_a")):
-            bpf_loss = e.loss > 0 and (not netem or (a, b, "egress") in also)
+            # a Gilbert-Elliott chain is always the program's (netem's gemodel drops uncounted, and Mininet's
+            # TCLink takes a percentage only)
+            bpf_loss = bool(e.loss) and (not netem or (a, b, "egress") in also or isinstance(e.loss, GilbertElliott))
             if bpf_loss or (a, b, "egress") in also:
                 points.append(DropPoint(a, b, e.loss if bpf_loss else 0.0))
                 if bpf_loss:
@@ -115,3 +118,13 @@ def upstream(topology: Topology, point: DropPoint) -> bool:
                     seen.add(y)
                     todo.append(y)
     return point.at not in seen
+
+
+def mean_loss(loss: float | GilbertElliott) -> float:
+    """A link's loss as one ratio: the rate, or a chain's long-run mean."""
+    return loss.mean if isinstance(loss, GilbertElliott) else float(loss)
+
+
+def describe_loss(loss: float | GilbertElliott) -> float | dict:
+    """A link's loss as the archive states it: the rate, or the chain with its mean."""
+    return {"gilbert": loss.model_dump(), "mean": loss.mean} if isinstance(loss, GilbertElliott) else loss

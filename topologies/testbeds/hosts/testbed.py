@@ -25,7 +25,7 @@ from .undo import UNDO_SCRIPT, UndoJournal, offloads, run_dir
 
 SWITCH_SUBNET = "198.18.255"
 # tools the testbed itself runs on every host (the workloads and collectors add iperf3 and python3)
-HOST_TOOLS = ("ip", "tc", "ethtool", "sysctl", "iperf3", "python3", "ss", "tcpdump")
+HOST_TOOLS = ("ip", "tc", "ethtool", "sysctl", "iperf3", "python3", "ss", "tcpdump", "bpftool")
 # answers each line read with the host's time, for the clock offset
 CLOCK_ECHO = "import sys, time\nfor _ in sys.stdin: print(repr(time.time()), flush=True)"
 
