@@ -64,6 +64,9 @@ HELP = {
     "source_loss_ratio": ("gauge", "Packets a source sent that its receiver never saw / packets sent"),
     "source_delivered_bytes_per_second": ("gauge", "Payload a packet source delivered per second"),
     "source_goodput_bytes_per_second": ("gauge", "Payload an interactive flow's messages delivered per second"),
+    "link_dropped_packets": ("counter", "Packets a link drop point dropped (random loss: the BPF program or netem)"),
+    "link_passed_packets": ("counter", "Packets a link drop point let through"),
+    "link_down_dropped_packets": ("counter", "Packets dropped while the link was down (a `down` event)"),
     "point_result": ("gauge", "A point's result over its measured intervals, in the units of the series named by "
                      "`series`: stat is mean, std, ci95_low or ci95_high"),
     # issue 17: the fidelity monitor (experiments/fidelity.py)

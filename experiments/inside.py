@@ -31,17 +31,6 @@ SERIES = {"sojourn_mean_s": "queue_sojourn_mean_seconds", "sojourn_p50_s": "queu
 QUEUE_COLUMNS = ["interval", "t_start", "t_end", "node", "dev", "enqueued", "dequeued", *SERIES]
 
 
-def watched_egresses(topo) -> list[tuple[str, str]]:
-    """The queues worth watching: the bottleneck, then every other egress with a buffer of its own (a PAUSE chain's
-    node-1 queue), at most the monitor's 16."""
-    out = [tuple(topo.bottleneck)]
-    for link in topo.links:
-        for a, b, eg in ((link.a, link.b, link.a_to_b), (link.b, link.a, link.b_to_a)):
-            if (a, b) not in out and eg.buffer is not None:
-                out.append((a, b))
-    return out[:sojourn.MAX_WATCHED]
-
-
 class Inside:
     def __init__(self, exp, topo, testbed, commands, out: Path):
         self.exp, self.topo, self.testbed, self.commands, self.out = exp, topo, testbed, commands, Path(out)
@@ -63,7 +52,7 @@ class Inside:
             self.capture.start()
         if self.exp.queue_monitor:
             watched = []
-            for a, b in watched_egresses(self.topo):
+            for a, b in self.topo.queues()[:sojourn.MAX_WATCHED]:
                 dev = self.testbed.egress_device(a, b)
                 # the kernel names a device by its namespace's inode and its ifindex there: asked on the node
                 ns, ifindex = self.testbed.run(a, ["sh", "-c", f"stat -L -c %i /proc/self/ns/net; "

@@ -34,7 +34,7 @@ from ccrig.needs import Need
 from ccrig.qdiscs.shaper import LEAF
 from ccrig.samples import Sample
 from ccrig.tcp_modules.manager import CcSet, RemoteSystem
-from ccrig.topologies import testbeds
+from ccrig.topologies import loss, testbeds
 from ccrig.topologies.testbed import Testbed
 from ccrig.topologies.testbeds.hosts import NodeConnections
 from . import fidelity, pause_run, schedule, signals, summary
@@ -47,7 +47,7 @@ from .inside import SYSTEM_COLUMNS as QUEUE_COLUMNS, Inside
 from .preflight import needs, netem_here
 from .sender_tcp import SenderTcp
 from .progress import NoBar, progress
-from .sinks import Sinks, interval_samples, point_samples, source_samples
+from .sinks import Sinks, interval_samples, link_drop_samples, point_samples, source_samples
 from .workloads import Flow, Traffic
 
 TRACE_PERIOD = 0.02   # seconds: congestion events are shorter than an interval
@@ -349,17 +349,19 @@ class Runner:
         t0 = time.time()
         for s in self.samplers:
             s.t0 = t0
-        leaf = topo.egress_of(*topo.bottleneck).egress.qdisc
-        # a discipline with classes of its own (drr: one per flow) has them read each interval too
-        bottleneck = QdiscReader(self.testbed, topo.bottleneck[0], self.testbed.egress_device(*topo.bottleneck),
-                                 classes_under=LEAF if leaf is not None and leaf.kind == "drr" else None)
+        # every queue that can drop, the bottleneck first; a discipline with classes of its own (drr: one per
+        # flow) has them read each interval too
+        queues = [QdiscReader(self.testbed, a, self.testbed.egress_device(a, b),
+                              classes_under=LEAF if (q := topo.egress_of(a, b).egress.qdisc) is not None
+                              and q.kind == "drr" else None) for a, b in topo.queues()]
+        upstream = [loss.upstream(topo, loss.DropPoint(a, b)) for a, b in topo.queues()]
         tables = RepetitionTables(out)
         labels = {"experiment": self.exp.name, "run": self.run_id, "point": str(point.index), "rep": str(rep),
                   "qdisc": exp.topology.bottleneck.qdisc.label() if hasattr(exp.topology, "bottleneck") else "",
                   **(self.pause.labels() if self.pause else {})}
         pending = sorted(flows, key=lambda f: f.start)
         self.links.start_clock(t0, labels)   # issue 15: link events, applied on a clock of their own from t0
-        qdisc_prev = self._with_links(self._qdisc_totals(bottleneck.read(), tables, 0.0))
+        qdisc_prev = self._with_links(self._qdisc_totals(queues, upstream, tables, 0.0))
         # issue 17: the run certifies itself (CPU, the bottleneck's dequeue rate and queue, the sampler's lateness)
         monitor = fidelity.Monitor(rate, t_max, exp.warmup, qdisc_prev["rows"],
                                    # bulk flows from the start, nothing but the bottleneck to limit them
@@ -384,7 +386,7 @@ class Runner:
                     if now >= boundary:
                         break
                     time.sleep(max(0.0, min(wake, boundary) - now))
-                q = self._with_links(self._qdisc_totals(bottleneck.read(), tables, time.time() - t0))
+                q = self._with_links(self._qdisc_totals(queues, upstream, tables, time.time() - t0))
                 late = self._wait_samples(boundary + GRACE, t0)   # issue 14: samplers still late: degraded
                 a, b = boundary - exp.interval, boundary
                 rows = []
@@ -408,15 +410,16 @@ class Runner:
                     print(f"warning: point {point.index} repetition {rep} interval {k - 1}: the sampler on "
                           f"{', '.join(late)} is more than 1 s late; the interval is computed from stale counters "
                           f"and marked degraded")
-                queues, queue_samples = (self.inside.interval(k - 1, a, b, t0, labels) if self.inside is not None
-                                         else ({}, []))
-                sysrow.update(queues)
+                monitored, queue_samples = (self.inside.interval(k - 1, a, b, t0, labels)
+                                            if self.inside is not None else ({}, []))
+                sysrow.update(monitored)
                 qdisc_prev = q
                 system_rows.append(sysrow)
                 monitor.interval(k - 1, exp.interval, sysrow["goodput_bps"], q["rows"])   # issue 17
                 tables.interval(k - 1, a, b, flows, rows, sysrow)
                 self.sinks.publish([*(self.pause.samples(labels, t0 + b) if self.pause else []),
-                                    *interval_samples(labels, flows, rows, sysrow, q["rows"], t0 + b),
+                                    *interval_samples(labels, flows, rows, sysrow, q["all_rows"], t0 + b),
+                                    *link_drop_samples(labels, q["per_link"], t0 + b),
                                     *self.links.applied(), *queue_samples])   # issue 15: the link events
                 self.bar.advance()
             # the senders end on their own; their sockets' final counters close the trace
@@ -475,17 +478,29 @@ class Runner:
     def _with_links(self, q: dict) -> dict:
         """Issue 15: the bottleneck's totals with the links' drops (BPF random loss and outages) added: every
         drop counts into the system loss, and a drop before the bottleneck into the packets offered too."""
-        dropped, before, _ = self.links.drops()
-        return {**q, "dropped": q["dropped"] + dropped, "offered": q["offered"] + before, "link_dropped": dropped}
+        dropped, before, per = self.links.drops()
+        return {**q, "dropped": q["dropped"] + dropped, "offered": q["offered"] + before, "link_dropped": dropped,
+                "per_link": per}
 
     @staticmethod
-    def _qdisc_totals(rows: list[dict], tables: RepetitionTables, t: float) -> dict:
-        """The bottleneck's statistics at t, into qdisc.csv; its root's drops and packets offered so far."""
+    def _qdisc_totals(queues: list[QdiscReader], upstream: list[bool], tables: RepetitionTables, t: float) -> dict:
+        """Every queue's statistics at t, into qdisc.csv. The system's drops are all their roots' drops; the
+        packets offered are the bottleneck's (sent + dropped) plus what a queue before it dropped (never offered
+        to it). `rows` stays the bottleneck's (the fidelity monitor's), `all_rows` every queue's."""
+        per = [r.read() for r in queues]
+        rows = [row for rs in per for row in rs]
         tables.qdisc_rows(rows, t)
-        root = next((r for r in rows if r.get("parent") in ("root", None) and not r.get("class")),
-                    rows[0] if rows else {})
-        dropped = float(root.get("dropped", 0))
-        return {"dropped": dropped, "offered": dropped + float(root.get("sent_packets", 0)), "rows": rows}
+        dropped = offered = 0.0
+        for i, rs in enumerate(per):
+            root = next((r for r in rs if r.get("parent") in ("root", None) and not r.get("class")),
+                        rs[0] if rs else {})
+            d = float(root.get("dropped", 0))
+            dropped += d
+            if i == 0:
+                offered += d + float(root.get("sent_packets", 0))
+            elif upstream[i]:
+                offered += d
+        return {"dropped": dropped, "offered": offered, "rows": per[0] if per else [], "all_rows": rows}
 
     # --- teardown ------------------------------------------------------------------------------------
     def _teardown(self) -> None:

@@ -142,3 +142,9 @@ def source_samples(labels: dict, entry: dict, flows, ts: float) -> list[Sample]:
                 elif isinstance(v, (int, float)) and not isinstance(v, bool):
                     out.append(Sample(name, fl, v * factor, ts))
     return out
+
+
+def link_drop_samples(labels: dict, per_point: dict, ts: float) -> list[Sample]:
+    """Each link drop point's counters so far (the BPF program's, or netem's): a series per drop point."""
+    return [Sample(f"link_{key}_packets", {**labels, "point": name}, float(c[key]), ts)
+            for name, c in per_point.items() for key in ("dropped", "passed", "down_dropped") if key in c]

@@ -93,6 +93,16 @@ class Topology:
                                          f"{net}.{theirs}", eg))
         return out
 
+    def queues(self) -> list[tuple[str, str]]:
+        """The egresses whose queues can drop: the bottleneck first, then every other one with a buffer of its own
+        (a PAUSE chain's node-1 queue), in link order, as (node, toward)."""
+        out = [tuple(self.bottleneck)] if self.bottleneck else []
+        for link in self.links:
+            for a, b, eg in ((link.a, link.b, link.a_to_b), (link.b, link.a, link.b_to_a)):
+                if (a, b) not in out and eg.buffer is not None:
+                    out.append((a, b))
+        return out
+
     def address(self, node: str) -> str:
         """A host's address: the one on its first interface."""
         return self.interfaces()[node][0].address

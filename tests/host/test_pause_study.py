@@ -48,6 +48,29 @@ def test_pause_point_and_its_baseline(ccrig_prom, prometheus):
     events = list(csv.DictReader(open(run_dir / "points/000/rep0/pause_events.csv")))
     assert {e["event"] for e in events} == {"xoff", "xon"}
 
+    # the system's loss counts every queue on the path: node 1's drops too (node 2 hardly drops with PAUSE), each
+    # queue with its own rows in qdisc.csv and its own series
+    qrows = list(csv.DictReader(open(run_dir / "points/000/rep0/qdisc.csv")))
+    n1_drops = max(float(r["dropped"]) for r in qrows if r["node"] == "n1" and r["parent"] == "root")
+    assert n1_drops > 0 and {r["node"] for r in qrows} >= {"n1", "n2"}
+    with open(run_dir / "points/000/rep0/intervals.csv") as f:
+        sysrows = [r for r in csv.DictReader(f) if r["flow"] == "all"]
+    # each interval's loss, recomputed from the queues' raw counters at its two boundaries: (node 1's drops +
+    # node 2's) / (node 2's sent + dropped + node 1's drops)
+    at: dict[str, dict[str, dict]] = {}
+    for r in qrows:
+        if r["parent"] == "root":
+            at.setdefault(r["t"], {})[r["node"]] = r
+    bounds = [at[t] for t in sorted(at, key=float) if {"n1", "n2"} <= set(at[t])]
+    assert len(sysrows) >= 5 and len(bounds) == len(sysrows) + 1, (len(sysrows), len(bounds))
+    for r, (a, b) in zip(sysrows, zip(bounds, bounds[1:])):
+        d = {n: float(b[n]["dropped"]) - float(a[n]["dropped"]) for n in ("n1", "n2")}
+        offered = float(b["n2"]["sent_packets"]) - float(a["n2"]["sent_packets"]) + d["n2"] + d["n1"]
+        want = (d["n1"] + d["n2"]) / offered if offered else 0.0
+        assert abs(float(r["loss"] or 0) - want) < 1e-6, (r, d, offered)
+    log = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert {s["labels"]["node"] for s in log if s["name"] == "qdisc_dropped_packets"} >= {"n1", "n2"}
+
     # without PAUSE (T1 = T2 = B2): same controller, never fires; node 2 overflows
     off = point["without_pause"]["pause"]
     assert off["high"] == off["low"] == 20 and off["paused"] is False
