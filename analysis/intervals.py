@@ -109,9 +109,48 @@ def active(span: tuple[float, float], a: float, b: float) -> bool:
     return span[0] < b and span[1] > a
 
 
-def fair_shares(t_max: float, spans: Sequence[tuple[float, float]], a: float, b: float) -> list[float | None]:
-    """Each flow's fair share of t_max over [a, b]: t_max divided among the flows active then (a flow that has
-    stopped or not yet started leaves its share to the others); None for a flow not active in [a, b]."""
+def fair_shares(t_max: float, spans: Sequence[tuple[float, float]], a: float, b: float,
+                paths: Sequence[Sequence] | None = None, capacity: dict | None = None) -> list[float | None]:
+    """Each flow's fair share over [a, b] among the flows active then (a flow that has stopped or not yet started
+    leaves its share to the others); None for a flow not active in [a, b]. One bottleneck: t_max divided equally.
+    Several (paths: the constrained links each flow crosses, capacity: each link's payload capacity): the max-min
+    fair shares."""
     on = [active(s, a, b) for s in spans]
+    if paths is not None and capacity is not None:
+        return max_min([p if x else [] for p, x in zip(paths, on)], capacity, on)
     n = sum(on)
     return [t_max / n if x else None for x in on]
+
+
+def max_min(paths: Sequence[Sequence], capacity: dict, on: Sequence[bool]) -> list[float | None]:
+    """Max-min fair rates by water-filling: the link whose capacity left, divided among its flows not yet fixed, is
+    smallest fixes those flows at that rate; repeat. A flow crossing no constrained link gets the largest capacity
+    (nothing here limits it more); an inactive flow None."""
+    left = dict(capacity)
+    rate: list[float | None] = [None] * len(paths)
+    todo = {i for i, x in enumerate(on) if x and any(l in capacity for l in paths[i])}
+    while todo:
+        level, link = min((left[l] / n, l) for l in left
+                          if (n := sum(1 for i in todo if l in paths[i])))
+        fixed = [i for i in todo if link in paths[i]]
+        for i in fixed:
+            rate[i] = max(level, 0.0)
+            for l in paths[i]:
+                if l in left:
+                    left[l] -= rate[i]
+        todo -= set(fixed)
+    free = max(capacity.values(), default=0.0)
+    return [free if x and r is None else r for r, x in zip(rate, on)]
+
+
+def network_capacity(paths: Sequence[Sequence], capacity: dict) -> float:
+    """The most payload per second the flows together can carry over the constrained links they cross: the linear
+    program max sum(x) subject to, on each link, the sum of its flows' x <= its capacity (x >= 0). A parking lot
+    of N hops carries N links' worth with its long flows idle, which a max-min allocation does not reach."""
+    from scipy.optimize import linprog   # lazy: only topologies with several bottlenecks ask
+    links = sorted(capacity)
+    if not paths or not links:
+        return 0.0
+    a = [[1.0 if l in p else 0.0 for p in paths] for l in links]
+    res = linprog([-1.0] * len(paths), A_ub=a, b_ub=[capacity[l] for l in links], bounds=(0, None), method="highs")
+    return float(-res.fun) if res.success else float(sum(capacity.values()))

@@ -20,6 +20,7 @@ is the next piece to move out, as a Measurement of its own, once the state it sh
 from __future__ import annotations
 
 import os
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from ccrig import machine
 from ccrig.analysis import metrics
-from ccrig.analysis.intervals import FlowSeries, fair_shares, system_interval
+from ccrig.analysis.intervals import FlowSeries, fair_shares, max_min, network_capacity, system_interval
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
 from ccrig.needs import Need
@@ -329,7 +330,18 @@ class Runner:
         exp = point.experiment
         rate = topo.egress_of(*topo.bottleneck).egress.rate.bps(topo.wire)
         t_max = metrics.payload_capacity(rate, topo.mtu)
-        share = t_max / len(flows)
+        # several shaped queues (a parking lot): each flow's T_max is its max-min fair share over the ones it
+        # crosses, the system's the most the flows together could carry over them
+        capacity = {q: metrics.payload_capacity(topo.egress_of(*q).egress.rate.bps(topo.wire), topo.mtu)
+                    for q in topo.queues() if topo.egress_of(*q).egress.rate is not None}
+        paths = None
+        if len(capacity) > 1:
+            paths = [[q for q in topo.path(f.sender, f.receiver) if q in capacity] for f in flows]
+            t_max = network_capacity(paths, capacity)
+            share = statistics.fmean(x or 0.0 for x in max_min(paths, capacity, [True] * len(flows)))
+        else:
+            capacity = None
+            share = t_max / len(flows)
         # the capture and the queue monitor see every packet of the flows, their handshakes included
         self.inside = Inside.of(exp, topo, self.testbed, self.commands, out)
         if self.inside is not None:
@@ -391,7 +403,7 @@ class Runner:
                 a, b = boundary - exp.interval, boundary
                 rows = []
                 # issue 15: T_max shared among the flows active in [a, b] only
-                shares = fair_shares(t_max, [(f.start, f.start + f.duration) for f in flows], a, b)
+                shares = fair_shares(t_max, [(f.start, f.start + f.duration) for f in flows], a, b, paths, capacity)
                 for f, fs in zip(flows, shares):
                     snd = FlowSeries(sampler_of[f.sender_key].snapshot(f.sender_key))
                     row = f.workload.interval(snd, a, b, fs or t_max)   # issue 15: a UDP kind's own rows

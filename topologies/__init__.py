@@ -1,9 +1,10 @@
 """Topologies: the model (topology.py), the named topologies, and their realisation on each testbed."""
 from .dumbbell import DumbbellSpec
+from .parking_lot import ParkingLotSpec
 from .pause_chain import PauseChainSpec
 
 # every named topology's spec model; the spec's `topology:` is validated against these by `name`
-SPECS = [DumbbellSpec, PauseChainSpec]
+SPECS = [DumbbellSpec, PauseChainSpec, ParkingLotSpec]
 
 
 def topology_union():

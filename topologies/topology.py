@@ -93,6 +93,16 @@ class Topology:
                                          f"{net}.{theirs}", eg))
         return out
 
+    def path(self, src: str, dst: str) -> list[tuple[str, str]]:
+        """The egresses a packet from src to dst leaves by, in order, as (node, toward): the routes' fewest hops."""
+        ifs = self.interfaces()
+        out, cur = [], src
+        while cur != dst:
+            hop = _first_hops(ifs, cur)[dst][1].peer
+            out.append((cur, hop))
+            cur = hop
+        return out
+
     def queues(self) -> list[tuple[str, str]]:
         """The egresses whose queues can drop: the bottleneck first, then every other one with a buffer of its own
         (a PAUSE chain's node-1 queue), in link order, as (node, toward)."""

@@ -1,0 +1,82 @@
+"""The parking lot: a chain of bottlenecks, long flows crossing all of them, short ones crossing one each
+(Keshav's scenario 6; the classic test of fairness across several bottlenecks).
+
+    L1 ─┐                                         ┌─ L1'
+        r0 ══ hop 1 ══ r1 ══ hop 2 ══ r2 ... rN ──┘
+    S1 ─┘      └─ S1'  S2 ─┘   └─ S2'
+
+Hop i is router r(i-1)'s egress toward r(i): htb at `rate`, the discipline and buffer under it (the dumbbell's
+bottleneck, on every hop). Long pairs send from r0's side to rN's; hop i's short pairs from r(i-1)'s side to
+r(i)'s. Flows take the pairs in this order, so a spec's `flows:` groups line up with them: the `long` pairs first,
+then hop 1's `short` pairs, hop 2's, and so on. The added RTT is split as on the dumbbell: half on the last router's
+egress toward each receiver (data), half on the first router's toward each sender (ACKs). Each flow's fair share
+(T_max) is its max-min fair share over the hops it crosses.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ccrig.errors import field_error
+from ccrig.fields import RateField, TimeField
+from ccrig.units import buffer_problem
+from .dumbbell import MAX_RTT_S, Bottleneck, MtuField, check_rate
+from .topology import Egress, Topology
+
+MAX_HOPS = 16
+
+
+class Groups(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    long: int = Field(1, ge=0, le=64)    # pairs crossing every hop
+    short: int = Field(1, ge=0, le=64)   # pairs crossing each hop alone, per hop
+
+
+class ParkingLotSpec(BaseModel):
+    """topology: {name: parking_lot, hops: 3, link: {rate, buffer, qdisc}, rtt, pairs: {long: 1, short: 1},
+    access: {rate}}"""
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["parking_lot"] = "parking_lot"
+    hops: int = Field(2, ge=2, le=MAX_HOPS)
+    link: Bottleneck
+    pairs: Groups = Groups()
+    rtt: TimeField = 0.0
+    access_rate: RateField | None = None
+    mtu: MtuField = 1500
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        wire = self.mtu + 14
+        check_rate("topology.link.rate", self.link.rate, wire)
+        check_rate("topology.access_rate", self.access_rate, wire)
+        if self.link.buffer is not None and buffer_problem(self.link.buffer, wire):
+            raise field_error("topology.link.buffer", str(self.link.buffer), buffer_problem(self.link.buffer, wire))
+        if self.rtt > MAX_RTT_S:
+            raise field_error("topology.rtt", f"{self.rtt:g}s", f"at most {MAX_RTT_S:g}s")
+        if self.pairs.long + self.pairs.short == 0:
+            raise field_error("topology.pairs", "long 0, short 0", "at least one pair, long or short")
+        # the address plan: hops links, plus two per pair
+        n = self.pairs.long + self.hops * self.pairs.short
+        if self.hops + 2 * n > 512:
+            raise field_error("topology.pairs", f"{n} pairs over {self.hops} hops", "at most 512 links in all "
+                              "(two per pair, one per hop)")
+        return self
+
+    def build(self, flows: int) -> Topology:
+        topo = Topology("parking_lot", mtu=self.mtu)
+        routers = [topo.add_node(f"r{i}", "router") for i in range(self.hops + 1)]
+        hop = Egress(rate=self.link.rate, buffer=self.link.buffer, qdisc=self.link.qdisc)
+        for a, b in zip(routers, routers[1:]):
+            topo.add_link(a, b, a_to_b=hop)
+        topo.bottleneck = (routers[0], routers[1])
+        access = Egress(rate=self.access_rate)
+        groups = [("l", routers[0], routers[-1], self.pairs.long)]
+        groups += [(f"s{i}_", routers[i - 1], routers[i], self.pairs.short) for i in range(1, self.hops + 1)]
+        for prefix, first, last, count in groups:
+            for k in range(1, count + 1):
+                s, d = topo.add_node(f"{prefix}{k}"), topo.add_node(f"{prefix}{k}d")
+                topo.add_link(s, first, a_to_b=access, b_to_a=Egress(rate=self.access_rate, delay=self.rtt / 2))
+                topo.add_link(last, d, a_to_b=Egress(rate=self.access_rate, delay=self.rtt / 2), b_to_a=access)
+                topo.pairs.append((s, d))
+        return topo
