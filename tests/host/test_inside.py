@@ -92,14 +92,11 @@ def test_the_report_draws_the_time_sequence_graph_from_the_capture(run):
     assert "Time-sequence graphs" in (report / "report.md").read_text()
 
 
-def test_the_size_cap_stops_the_capture_and_the_archive_says_so(tmp_path):
-    spec = dumbbell([{"cc": "cubic"}], duration="6s", capture={"links": ["bottleneck"], "max_mb": 0.2})
-    (tmp_path / "spec.yaml").write_text(json.dumps(spec))
-    p = subprocess.run([*CCRIG, "run", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "runs"),
-                        "--prometheus", "off", "--no-progress"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=180)
+def test_the_size_cap_stops_the_capture_and_the_archive_says_so(ccrig):
+    p = ccrig.run(dumbbell([{"cc": "cubic"}], duration="6s", capture={"links": ["bottleneck"], "max_mb": 0.2}),
+                  timeout=180)
     assert p.returncode == 0, p.stderr
-    run = next((tmp_path / "runs").iterdir())
+    run = ccrig.run_dirs()[-1]
     cap = json.loads((_rep(run) / "repetition.json").read_text())["capture"]
     assert cap["capped"] is True and cap["capped_after_s"] < 5, cap
     size = (_rep(run) / "capture-bottleneck.pcap").stat().st_size

@@ -2,27 +2,22 @@
 qdisc counted them, against the senders' own TCP_INFO), and the fair shares are the max-min ones."""
 import csv
 import json
-import subprocess
 
 import pytest
 
-from conftest import CCRIG, ROOT
 from ccrig.analysis.metrics import payload_capacity
 
 C = payload_capacity(10e6 * 1514 / 1514, 1500)   # one hop's payload capacity at 10 Mbit/s
 
 
-def test_three_hops_one_long_flow_and_a_short_one_per_hop(tmp_path):
+def test_three_hops_one_long_flow_and_a_short_one_per_hop(ccrig):
     spec = {"name": "lot", "testbed": "netns", "duration": "8s", "interval": "1s", "warmup": 1,
             "topology": {"name": "parking_lot", "hops": 3, "link": {"rate": "10mbit", "buffer": "50pkt"},
                          "pairs": {"long": 1, "short": 1}},
             "flows": [{"cc": "reno"}, {"count": 3, "cc": "reno"}]}
-    (tmp_path / "spec.yaml").write_text(json.dumps(spec))
-    p = subprocess.run([*CCRIG, "run", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "runs"),
-                        "--prometheus", "off", "--no-progress"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=180)
+    p = ccrig.run(spec, timeout=180)
     assert p.returncode == 0, p.stderr
-    run = next((tmp_path / "runs").iterdir())
+    run = ccrig.run_dirs()[-1]
     rep = run / "points/000/rep0"
     point = json.loads((run / "summary.json").read_text())["points"][0]
     # the network carries three hops' worth at most (the long flow idle); each flow's share is half a hop
