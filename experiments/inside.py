@@ -117,11 +117,15 @@ class Inside:
         return out
 
     def close(self) -> None:
-        if self.monitor is not None:
-            self.monitor.stop()
-            self.monitor = None
+        """The teardown's: stops what still runs, and never raises, so the rest of the teardown (the testbed's
+        namespaces) always follows; what failed is said."""
+        for what, stop in (("the queue monitor", self.monitor and self.monitor.stop),
+                           ("the capture", self.capture and self.capture.stop)):
+            if stop:
+                try:
+                    stop()
+                except Exception as e:  # noqa: BLE001 - teardown reports, never raises
+                    print(f"warning: stopping {what} failed: {type(e).__name__}: {e}")
+        self.monitor = self.capture = None
         if self._file is not None and not self._file.closed:
             self._file.close()
-        if self.capture is not None:
-            self.capture.stop()
-            self.capture = None
