@@ -16,7 +16,7 @@ from ccrig.commands import Commands
 from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.tcp_modules import cli as cc_cli
 from ccrig.topologies import testbeds
-from . import provision, spec as specmod
+from . import provision, spec as specmod, study_cli
 from .backfill import backfill
 from .cleanup import clean_all
 from .prometheus_server import PrometheusServer
@@ -128,14 +128,11 @@ def choose_testbed(spec: Path, raw: dict, exp) -> str:
     """`auto`: netns when the running kernel has every feature the spec needs, else vm (and say why)."""
     if exp.testbed != "auto":
         return exp.testbed
-    from .preflight import needs  # lazy: numpy and scipy
+    from .preflight import auto_testbed  # lazy: numpy and scipy
     from .runner import run_prefix  # lazy: numpy and scipy
-    missing = [n for n in needs(specmod.points(raw, exp, str(spec)), Commands(None), run_prefix()) if not n.ok]
-    if not missing:
-        console.print("testbed auto: netns (this kernel has everything the spec needs)")
-        return "netns"
-    console.print("testbed auto: vm, because " + "; ".join(n.problem() for n in missing))
-    return "vm"
+    testbed, why = auto_testbed(specmod.points(raw, exp, str(spec)), run_prefix())
+    console.print(f"testbed auto: {testbed}, {why}")
+    return testbed
 
 
 def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: str, prometheus_dir: Path,
@@ -283,6 +280,8 @@ def _compare_table(run_a: Path, run_b: Path, rows: list[dict]) -> None:
 app.add_typer(cc_cli.app, name="cc", help="Congestion-control laws: list what the kernel offers, load or unload a variant.")
 app.add_typer(model_cli.app, name="model", help="Analytical models: the Markov PAUSE model and the throughput equations.")
 app.add_typer(provision.app, name="provision", help="Provision hosts with Ansible.")
+app.add_typer(study_cli.app, name="study", help="The seed studies: list them, run one (--quick: mechanics only), "
+              "report its claims table.")
 
 
 def _usage_error(e: Exception) -> int | None:

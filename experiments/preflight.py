@@ -80,6 +80,15 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     return unique
 
 
+def auto_testbed(points: list[Point], prefix: str) -> tuple[str, str]:
+    """What `testbed: auto` means here: netns when the running kernel has every feature the points need, else vm;
+    and why."""
+    missing = [n for n in needs(points, Commands(None), prefix) if not n.ok]
+    if not missing:
+        return "netns", "because this kernel has everything the spec needs"
+    return "vm", "because " + "; ".join(n.problem() for n in missing)
+
+
 def netem_here(exp, commands: Commands, prefix: str) -> bool:
     """Whether the links' random loss is netem's (True) or the BPF program's (False, topologies/loss): netem
     where this kernel has it; a remote testbed's hosts are probed for netem like any discipline (qdisc_kinds), and

@@ -99,6 +99,25 @@ def markov_params(run_dir: Path, point: dict):
     return kw
 
 
+def pause_model(kw: dict) -> tuple[float | None, str]:
+    """The Markov model's PAUSE gain (percent) for a point's parameters (markov_params), or None and why not."""
+    missing = [k for k, v in kw.items() if v is None]
+    if missing:
+        return None, "model not computed: the archive lacks " + ", ".join(missing)
+    try:
+        params = pm.PauseParams(lam=(kw["lam1"], 1.0), mu1=kw["mu1"], mu2=kw["mu2"], nu=kw["nu"],
+                                B1=kw["B1"], B2=kw["B2"], T1=kw["T1"], T2=kw["T2"], rtt=kw["rtt"])
+        return pm.gain(params)[0], ""
+    except InputError as e:
+        return None, f"model not computed: {e}"
+
+
+def pause_model_gain(run_dir: Path, point: dict) -> float | None:
+    """The model's gain for one measured point (a study's claims read it), None where it cannot be computed."""
+    kw = markov_params(run_dir, point)
+    return None if kw is None else pause_model(kw)[0]
+
+
 def pause_rows(run_dir: Path, points: list[dict]) -> list[dict]:
     rows = []
     for p in points:
@@ -106,17 +125,7 @@ def pause_rows(run_dir: Path, points: list[dict]) -> list[dict]:
         measured = p.get("pause_gain")
         if kw is None or not measured:
             continue
-        row = {"point": p["index"], "params": p.get("params", {}), "measured": measured.get("percent"),
-               "ci95": measured.get("ci95"), "model": None, "kw": kw, "note": ""}
-        missing = [k for k, v in kw.items() if v is None]
-        if missing:
-            row["note"] = "model not computed: the archive lacks " + ", ".join(missing)
-        else:
-            try:
-                params = pm.PauseParams(lam=(kw["lam1"], 1.0), mu1=kw["mu1"], mu2=kw["mu2"], nu=kw["nu"],
-                                        B1=kw["B1"], B2=kw["B2"], T1=kw["T1"], T2=kw["T2"], rtt=kw["rtt"])
-                row["model"] = pm.gain(params)[0]
-            except InputError as e:
-                row["note"] = f"model not computed: {e}"
-        rows.append(row)
+        model, note = pause_model(kw)
+        rows.append({"point": p["index"], "params": p.get("params", {}), "measured": measured.get("percent"),
+                     "ci95": measured.get("ci95"), "model": model, "kw": kw, "note": note})
     return rows

@@ -41,7 +41,7 @@ __all__ = ["ACCELS", "BOOT", "CPUS", "E1000E_QEMU_OPTS", "GUEST_PATH", "MEMORY",
            "VENV_BIN", "GuestRun", "Kernel", "TESTBED", "VmOptions", "VmTestbed", "accel_mode", "find_kernel",
            "guest_command", "guest_env", "guest_name", "image_release", "in_guest", "installed_kernels",
            "kvm_firmware_probe", "preflight", "probe_accel", "record_vm", "run_experiment", "run_in_guest",
-           "stop_stray_guests", "stray_guests", "vng", "vng_argv"]
+           "run_ccrig", "stop_stray_guests", "stray_guests", "vng", "vng_argv"]
 
 class VmOptions(BaseModel):
     """The spec's `vm:` section (used when `testbed: vm`, or `auto` picks the vm)."""
@@ -94,30 +94,42 @@ class GuestRun:
     accel: str
 
 
-def run_experiment(spec: Path, overrides: list[str], out_root: Path, options: VmOptions | None = None,
-                   timeout: float = 3600, commands: Commands | None = None,
-                   output: Callable[[str], None] = _print_line, name: str | None = None) -> GuestRun:
-    """Runs `ccrig run SPEC` on the netns testbed inside the guest, writing its run directory into out_root
-    (shared read-write, so it lands where the host reads it), and records the vm in its env.json. The guest has
-    no Prometheus: its runner keeps the samples in the archive (samples.jsonl) for experiments.backfill."""
+def run_ccrig(args: list[str], out_root: Path, options: VmOptions | None = None, timeout: float = 3600,
+              commands: Commands | None = None, output: Callable[[str], None] = _print_line,
+              name: str | None = None) -> tuple[int, Kernel, str]:
+    """Runs `ccrig ARGS` inside the guest with out_root shared read-write (so what it writes lands where the host
+    reads it); returns the guest ccrig's exit status, the kernel and the virtualisation mode."""
     options = options or VmOptions()
     commands = commands or Commands(None)
     kernel = find_kernel(options.kernel)
     mode = accel_mode(kernel, commands)
     out_root = Path(out_root).resolve()
     out_root.mkdir(parents=True, exist_ok=True)
+    status = run_in_guest([_ccrig(), *args], kernel=kernel, accel=mode, timeout=timeout, rwdirs=(out_root,),
+                          output=output, commands=commands, memory=options.memory, cpus=options.cpus, name=name)
+    return status, kernel, mode
+
+
+def run_experiment(spec: Path, overrides: list[str], out_root: Path, options: VmOptions | None = None,
+                   timeout: float = 3600, commands: Commands | None = None,
+                   output: Callable[[str], None] = _print_line, name: str | None = None) -> GuestRun:
+    """Runs `ccrig run SPEC` on the netns testbed inside the guest, writing its run directory into out_root,
+    and records the vm in its env.json. The guest has no Prometheus: its runner keeps the samples in the archive
+    (samples.jsonl) for experiments.backfill."""
+    options = options or VmOptions()
+    out_root = Path(out_root).resolve()
+    out_root.mkdir(parents=True, exist_ok=True)
     before = {p.name for p in out_root.iterdir()}
-    argv = [_ccrig(), "run", str(Path(spec).resolve())]
+    args = ["run", str(Path(spec).resolve())]
     for item in overrides:
-        argv += ["--set", item]
-    argv += ["--set", "testbed=netns", "--out", str(out_root), "--prometheus", "off", "--no-progress"]
-    status = run_in_guest(argv, kernel=kernel, accel=mode, timeout=timeout, rwdirs=(out_root,), output=output,
-                          commands=commands, memory=options.memory, cpus=options.cpus, name=name)
+        args += ["--set", item]
+    args += ["--set", "testbed=netns", "--out", str(out_root), "--prometheus", "off", "--no-progress"]
+    status, kernel, mode = run_ccrig(args, out_root, options, timeout, commands, output, name)
     new = sorted((p for p in out_root.iterdir() if p.name not in before and p.is_dir()),
                  key=lambda p: p.stat().st_mtime)
     run_dir = new[-1] if new else None
     if run_dir is not None:
-        record_vm(run_dir, kernel, mode, options, argv)
+        record_vm(run_dir, kernel, mode, options, [_ccrig(), *args])
     return GuestRun(status, run_dir, kernel, mode)
 
 

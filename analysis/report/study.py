@@ -1,0 +1,82 @@
+"""A study's report: the claims table (paper / measured with its interval / verdict / basis and note), what
+each spec answers and where its run is, what Linux cannot express, and each run's own report (tables, the
+utility diagram, time series, the model overlays) linked beside it. Written as claims.md and claims.json in the
+study directory; RESULTS.md in a study's folder is this file from the full run."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+
+from .doc import report as run_report
+
+MARK = {"holds": "holds", "fails": "**fails**", "inconclusive": "inconclusive", "not-applicable": "n/a"}
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _duration(state: dict) -> str:
+    seconds = sum(float(r.get("seconds") or 0) for r in state["specs"].values())
+    return f"{seconds / 60:.1f} min of runs"
+
+
+def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: bool = True) -> Path:
+    study_dir = Path(study_dir)
+    counts = {v: sum(r["verdict"] == v for r in results) for v in ("holds", "fails", "inconclusive",
+                                                                  "not-applicable")}
+    lines = [f"# {study['title']}", "",
+             f"Study `{study['name']}` (seed text {study.get('seed') or '–'}), "
+             f"{'**quick mode: mechanics only, the verdicts say nothing of the claims**' if state.get('quick') else 'full run'}.",
+             "",
+             f"- run: {state.get('started', '?')} to {state.get('finished', '?')}, {_duration(state)}; "
+             f"archive `{study_dir.resolve()}`",
+             f"- this machine's kernel: {state.get('host_kernel', platform.release())}",
+             f"- verdicts: {counts['holds']} hold, {counts['fails']} fail, {counts['inconclusive']} inconclusive, "
+             f"{counts['not-applicable']} not applicable", "",
+             "## Claims", "",
+             "| claim | the paper | measured | verdict | basis | note |", "|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['id']} | {_cell(r['paper'])} | {_cell(r['measured'])} | {MARK[r['verdict']]} | "
+                     f"{_cell(r['basis'])} | {_cell(r['note'])} |")
+    lines += ["", "Intervals are 95 % confidence intervals (± half-width) as each run's summary.json gives them "
+              "(over repetitions when there are two or more, else batch means within the run); a ratio's or "
+              "difference's by the delta method. A verdict on means alone says so in its basis.", "",
+              "## Specs", "", "| spec | answers | testbed | status | time | run | sha256 |",
+              "|---|---|---|---|---|---|---|"]
+    for spec, rec in state["specs"].items():
+        run_dir = rec.get("run_dir")
+        link = "–"
+        if run_dir:
+            rel = os.path.relpath(run_dir, study_dir)
+            link = f"[{Path(run_dir).name}]({rel}/report/report.md)"
+        lines.append(f"| {spec} | {_cell(rec.get('answers', ''))} | {rec.get('testbed', '–')} | {rec['status']} | "
+                     f"{float(rec.get('seconds') or 0):.0f} s | {link} | `{rec.get('sha256', '')[:16]}` |")
+    if study.get("absent"):
+        lines += ["", "## What Linux cannot express", "", "| the paper's | why not | the nearest real thing |",
+                  "|---|---|---|"]
+        lines += [f"| {_cell(a['what'])} | {_cell(a['why'])} | {_cell(a.get('nearest') or '–')} |"
+                  for a in study["absent"]]
+    figures = []
+    for spec, rec in state["specs"].items():   # each run's report: made now, or (runs False) as made before
+        run_dir = Path(rec["run_dir"]) if rec.get("run_dir") else None
+        if run_dir is None or not (run_dir / "summary.json").is_file():
+            continue
+        path = run_report(run_dir, None, 0) if runs else run_dir / "report" / "report.html"
+        if path.is_file():
+            rel = os.path.relpath(path.parent, study_dir)
+            pictures = [p.name for p in sorted(path.parent.glob("*.png"))
+                        if p.name.startswith(("utility", "pause_gain", "model", "sweep_"))]
+            figures.append(f"- {spec}: [report]({rel}/report.md)"
+                           + "".join(f", [{n[:-4]}]({rel}/{n})" for n in pictures))
+    if figures:
+        lines += ["", "## Figures", "", "Each run's report (tables, the utility diagram: goodput against delay per "
+                  "flow with 95 % boxes, every setup in one picture; sweeps; time series; model overlays):", "",
+                  *figures]
+    out = study_dir / "claims.md"
+    out.write_text("\n".join(lines) + "\n")
+    (study_dir / "claims.json").write_text(json.dumps({"study": study["name"], "quick": state.get("quick"),
+                                                       "counts": counts, "claims": results}, indent=2) + "\n")
+    return out

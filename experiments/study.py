@@ -1,0 +1,315 @@
+"""A study: a paper's experiments as specs and its claims as data, run with one command and read as one table
+(experiments/studies/README.md is the format).
+
+    find() / load(name)               the study folders (experiments/studies/<name>/study.yaml), validated
+    run(study, out, quick, ...)       every spec into one study directory (study.json says which run is which)
+    report(study_dir)                 each claim's verdict (analysis.claims) -> claims.md / claims.json + figures
+
+A study directory holds study.json and runs/ (each spec's ordinary run directory). The specs that need the vm
+testbed run together in one guest (one boot, not one per spec: a TCG boot costs 20-30 s), as the same `ccrig
+study run` inside it with --resume, so the guest adds its runs to the same study.json. A study run is resumed
+with --resume DIR: finished specs are kept, an unfinished run continues where it stopped (ccrig run --resume).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ccrig.analysis.claims import Archive, Claim, evaluate, quantities
+from ccrig.analysis.report import models, study as study_report
+from ccrig.errors import CcrigError, InputError, RunError
+from ccrig.topologies import testbeds
+from ccrig.topologies.testbeds import vm
+from . import spec as specmod
+from .backfill import backfill
+from .preflight import auto_testbed
+from .prometheus_server import PrometheusServer
+from .runner import Options, Runner, run_prefix
+from .signals import Interrupted
+
+FOLDER = Path(__file__).resolve().parent / "studies"
+STATE = "study.json"
+
+
+class SpecEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    spec: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    answers: str
+    quick: dict[str, Any] = {}     # this spec's own --quick settings, over the study's
+
+
+class Absent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    what: str
+    why: str
+    nearest: str = ""
+
+
+class Study(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    title: str
+    seed: str = ""
+    quick: dict[str, Any] = {"duration": "4s"}
+    specs: list[SpecEntry] = Field(min_length=1)
+    claims: list[Claim] = []
+    absent: list[Absent] = []
+
+    @model_validator(mode="after")
+    def _references(self):
+        names = [s.spec for s in self.specs]
+        ids = [c.id for c in self.claims]
+        for what, seen in (("specs", names), ("claims", ids)):
+            dup = next((x for x in seen if seen.count(x) > 1), None)
+            if dup is not None:
+                raise ValueError(f"{what}: {dup!r} appears twice; expected each once")
+        for i, c in enumerate(self.claims):
+            for q in quantities(c.test):
+                if q.spec not in names:
+                    raise ValueError(f"claims[{i}] ({c.id}): spec {q.spec!r} is not among the study's specs "
+                                     f"({', '.join(names)})")
+                problem = q.problem()
+                if problem:
+                    raise ValueError(f"claims[{i}] ({c.id}): metric {q.metric!r}: {problem}")
+        return self
+
+
+def find() -> dict[str, Path]:
+    """Every study: its name -> its folder (a folder of experiments/studies/ holding study.yaml)."""
+    return {p.parent.name: p.parent for p in sorted(FOLDER.glob("*/study.yaml"))}
+
+
+def load(name: str) -> tuple[Study, Path]:
+    """A study by its name, or by the path of a folder holding a study.yaml (a researcher's own study)."""
+    folders = find()
+    if Path(name, "study.yaml").is_file():
+        path = Path(name).resolve() / "study.yaml"
+        name = path.parent.name
+    elif name in folders:
+        path = folders[name] / "study.yaml"
+    else:
+        raise InputError(f"NAME: got {name!r}; expected one of {', '.join(folders) or '(none found)'} "
+                         f"(ccrig study list), or a folder holding a study.yaml")
+    try:
+        raw = yaml.safe_load(path.read_text())
+        study = Study.model_validate(raw)
+    except yaml.YAMLError as e:
+        raise InputError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-")) or "(top level)"
+        raise InputError(f"{path}: {where}: {err['msg'].removeprefix('Value error, ')}") from None
+    if study.name != name:
+        raise InputError(f"{path}: name: got {study.name!r}; expected the folder's name {name!r}")
+    for s in study.specs:
+        if not spec_path(path.parent, s.spec).is_file():
+            raise InputError(f"{path}: specs: {s.spec!r} has no file {spec_path(path.parent, s.spec)}")
+    return study, path.parent
+
+
+def spec_path(folder: Path, spec: str) -> Path:
+    return folder / "specs" / f"{spec}.yaml"
+
+
+def resolved(folder: Path, study: Study, entry: SpecEntry, quick: bool, testbed: str | None = None
+             ) -> tuple[Path, dict, specmod.Experiment]:
+    """A spec as the study runs it. --quick: the study's `quick` settings and the spec's own (any spec path,
+    as --set takes them), one repetition, and only the first value of every swept path: it checks the
+    mechanics, never the claims."""
+    path = spec_path(folder, entry.spec)
+    overrides = []
+    if quick:
+        settings = {"repetitions": 1, **study.quick, **entry.quick}
+        overrides = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in settings.items()]
+    if testbed is not None:
+        overrides.append(f"testbed={testbed}")
+    raw, exp = specmod.load(path, overrides)
+    if quick and raw.get("sweep"):
+        raw["sweep"] = {k: list(v[:1]) for k, v in raw["sweep"].items()}
+        exp = specmod.validate(raw, str(path))
+    return path, raw, exp
+
+
+# --- the study directory's record -----------------------------------------------------------------------------
+
+def read_state(study_dir: Path) -> dict:
+    path = study_dir / STATE
+    if not path.is_file():
+        raise InputError(f"DIR: got {str(study_dir)!r}; expected a study directory holding {STATE}")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON ({e})") from None
+
+
+def write_state(study_dir: Path, state: dict) -> None:
+    tmp = study_dir / f".{STATE}.tmp"
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    os.replace(tmp, study_dir / STATE)
+
+
+def new_state(study: Study, folder: Path, quick: bool) -> dict:
+    import hashlib
+    return {"study": study.name, "folder": str(folder.resolve()), "title": study.title, "quick": quick, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "host_kernel": platform.release(), "specs": {
+                s.spec: {"sha256": hashlib.sha256(spec_path(folder, s.spec).read_bytes()).hexdigest(),
+                         "answers": s.answers, "status": "pending", "run_dir": None} for s in study.specs}}
+
+
+# --- running --------------------------------------------------------------------------------------------------
+
+def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = None, prometheus: str = "auto",
+        prometheus_root: Path = Path("results/prometheus"), progress: bool = True, only: list[str] | None = None,
+        testbed: str | None = None, say=print) -> Path:
+    """Runs the study's specs not yet finished in the study directory (new, or `resume`); returns it. A spec
+    that fails is recorded and the others still run; RunError at the end names the failed ones."""
+    study, folder = load(name)
+    name = study.name
+    if only:
+        unknown = [s for s in only if s not in [e.spec for e in study.specs]]
+        if unknown:
+            raise InputError(f"--specs: got {unknown[0]!r}; expected among {', '.join(e.spec for e in study.specs)}")
+    entries = [e for e in study.specs if not only or e.spec in only]
+    # every spec is validated before anything runs: a bad one stops the study before its first run
+    planned = {e.spec: resolved(folder, study, e, quick, testbed) for e in entries}
+    if resume is not None:
+        study_dir = Path(resume)
+        state = read_state(study_dir)
+        if state.get("study") != name or bool(state.get("quick")) != quick:
+            raise InputError(f"--resume: {study_dir} holds study {state.get('study')!r}"
+                             f"{' --quick' if state.get('quick') else ''}; expected {name}{' --quick' if quick else ''}")
+    else:
+        study_dir = Path(out_root) / f"{name}{'-quick' if quick else ''}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        study_dir.mkdir(parents=True)
+        state = new_state(study, folder, quick)
+        write_state(study_dir, state)
+    say(f"study {name}: {study_dir}")
+    runs_root = study_dir / "runs"
+    runs_root.mkdir(exist_ok=True)
+    todo = [e for e in entries if state["specs"][e.spec]["status"] != "done"]
+    local, guest = [], []
+    for e in todo:
+        path, raw, exp = planned[e.spec]
+        bed = exp.testbed
+        if bed == "auto":
+            bed, why = auto_testbed(specmod.points(raw, exp, str(path)), run_prefix())
+            say(f"{e.spec}: testbed auto: {bed}, {why}")
+        (guest if testbeds.get(bed).elsewhere else local).append(e)
+    failed = []
+    for e in local:
+        failed += _run_local(e.spec, planned[e.spec], study_dir, state, prometheus, prometheus_root, progress, say)
+    if guest:
+        failed += _run_guest(name, [e.spec for e in guest], planned, study_dir, quick, prometheus, prometheus_root,
+                             say)
+    state = read_state(study_dir)
+    state["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    write_state(study_dir, state)
+    if failed:
+        raise RunError(f"study {name}: {len(failed)} spec(s) failed: " + "; ".join(failed)
+                       + f"; the others are in {study_dir} (--resume it to run the failed ones again)")
+    return study_dir
+
+
+def _run_local(spec: str, plan, study_dir: Path, state: dict, prometheus: str, prometheus_root: Path,
+               progress: bool, say) -> list[str]:
+    """One spec on a testbed of this process; its record in study.json as it starts and ends."""
+    path, raw, exp = plan
+    rec = state["specs"][spec]
+    previous = Path(rec["run_dir"]) if rec.get("run_dir") else None
+    resume = previous if previous is not None and (previous / "summary.json").is_file() else None
+    runner = Runner(path, raw, exp, Options(out_root=study_dir / "runs", prometheus=prometheus,
+                                            prometheus_root=prometheus_root, progress=progress, resume=resume))
+    started = time.monotonic()
+    rec.update(status="running", testbed=exp.testbed)
+    write_state(study_dir, state)
+    try:
+        result = runner.run()
+    except Interrupted:
+        _record_run(rec, runner, started, "interrupted")
+        write_state(study_dir, state)
+        raise
+    except CcrigError as e:
+        _record_run(rec, runner, started, f"failed: {e}")
+        write_state(study_dir, state)
+        say(f"{spec}: failed: {e}")
+        return [f"{spec}: {e}"]
+    bad = result.summary.get("failed")
+    _record_run(rec, runner, started, f"failed: {bad} repetition(s) failed" if bad else "done")
+    write_state(study_dir, state)
+    say(f"{spec}: {rec['status']} ({rec['seconds']:.0f} s) -> {result.path}")
+    return [f"{spec}: {bad} repetition(s) failed"] if bad else []
+
+
+def _record_run(rec: dict, runner: Runner, started: float, status: str) -> None:
+    rec["status"] = status
+    rec["seconds"] = round(time.monotonic() - started, 1) + float(rec.get("seconds") or 0)
+    if runner.archive is not None:
+        rec["run_dir"] = str(runner.archive.path)
+
+
+def _run_guest(name: str, specs: list[str], planned: dict, study_dir: Path, quick: bool, prometheus: str,
+               prometheus_root: Path, say) -> list[str]:
+    """The specs that need the vm testbed, all in one guest: `ccrig study run NAME --resume DIR --specs ...
+    --testbed netns` inside it, which records them in study.json; then each run is marked as the vm's (env.json)
+    and its samples are backfilled into this machine's Prometheus."""
+    options = next((e.vm for e in (planned[s][2] for s in specs) if getattr(e, "vm", None) is not None), None)
+    args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()), "--specs", ",".join(specs),
+            "--testbed", "netns", "--prometheus", "off", "--no-progress", *(["--quick"] if quick else [])]
+    # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
+    runs = [(len(specmod.points(raw, e)) * e.repetitions * (2 if e.pause_gain else 1), e.duration)
+            for _, raw, e in (planned[s] for s in specs)]
+    timeout = 600 + 3 * sum(n * (duration + 15) for n, duration in runs)
+    say(f"{', '.join(specs)}: in one vm guest")
+    status, kernel, mode = vm.run_ccrig(args, study_dir, options, timeout=timeout, name=run_prefix())
+    state = read_state(study_dir)
+    failed = []
+    for s in specs:
+        rec = state["specs"][s]
+        run_dir = Path(rec["run_dir"]) if rec.get("run_dir") else None
+        if run_dir is not None and run_dir.is_dir():
+            vm.record_vm(run_dir, kernel, mode, options or vm.VmOptions(), [vm._ccrig(), *args])
+            rec["testbed"] = "vm"
+            if prometheus == "auto" and (run_dir / "summary.json").is_file():
+                server = PrometheusServer(prometheus_root)
+                server.ensure(planned[s][2].interval)
+                backfill(run_dir, server.root / "data")
+        if rec["status"] != "done":
+            failed.append(f"{s}: {rec['status']} (in the vm, exit status {status})")
+    write_state(study_dir, state)
+    return failed
+
+
+# --- the report -----------------------------------------------------------------------------------------------
+
+def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
+    """Each claim's verdict on the study directory's runs."""
+    state = read_state(study_dir)
+    study, _ = load(state.get("folder") or state["study"])
+    points, run_dirs = {}, {}
+    for spec, rec in state["specs"].items():
+        run_dir = Path(rec["run_dir"]) if rec.get("run_dir") else None
+        summary = run_dir / "summary.json" if run_dir else None
+        if summary is not None and summary.is_file():
+            points[spec] = json.loads(summary.read_text()).get("points", [])
+            run_dirs[spec] = run_dir
+        else:
+            points[spec] = None
+
+    def pause_model(spec: str, point: dict) -> float | None:
+        return models.pause_model_gain(run_dirs[spec], point)
+
+    archive = Archive(points, pause_model)
+    return study, state, [evaluate(c, archive) for c in study.claims]
+
+
+def report(study_dir: Path, runs: bool = True) -> Path:
+    """claims.md, claims.json and the figures (each run's own report, and a utility diagram per spec)."""
+    study, state, results = verdicts(study_dir)
+    return study_report.write(study_dir, study.model_dump(), state, [r.to_dict() for r in results], runs)

@@ -1,0 +1,83 @@
+"""`ccrig study list / run NAME / report DIR`: the seed studies (experiments/studies/, experiments/study.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ccrig import jsondoc
+from ccrig.errors import InputError
+from .signals import EXIT_CODES, Interrupted, ignore as ignore_signals
+from .tables import console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None)
+
+
+@app.command("list")
+def list_(as_json: bool = typer.Option(False, "--json", help="print one JSON document on stdout")):
+    """The studies: name, the paper, specs, claims, and what Linux cannot express."""
+    from .study import find, load  # lazy: the runner (numpy, scipy)
+    rows = []
+    for name in find():
+        study, _ = load(name)
+        rows.append({"name": name, "title": study.title, "seed": study.seed, "specs": [s.spec for s in study.specs],
+                     "claims": len(study.claims), "absent": len(study.absent)})
+    if as_json:
+        jsondoc.emit({"studies": rows})
+        return
+    table = Table(title="studies (ccrig study run NAME [--quick])")
+    for col in ("name", "the paper", "specs", "claims", "absent"):
+        table.add_column(col, justify="right" if col in ("claims", "absent") else "left")
+    for r in rows:
+        table.add_row(r["name"], r["title"], str(len(r["specs"])), str(r["claims"]), str(r["absent"]))
+    console.print(table)
+
+
+def _specs(value: Optional[str]) -> list[str] | None:
+    return [s.strip() for s in value.split(",") if s.strip()] if value else None
+
+
+@app.command()
+def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a folder holding a study.yaml"),
+        quick: bool = typer.Option(False, "--quick", help="every spec at its first sweep point, one repetition, "
+                                   "the study's short duration: checks the mechanics, never the claims"),
+        out: Path = typer.Option(Path("results/studies"), "--out", help="folder that receives the study directory"),
+        resume: Optional[Path] = typer.Option(None, "--resume", help="continue this study directory: finished "
+                                              "specs are kept, an unfinished run continues"),
+        specs: Optional[str] = typer.Option(None, "--specs", help="only these specs, comma-separated"),
+        testbed: Optional[str] = typer.Option(None, "--testbed", help="run every spec on this testbed instead "
+                                              "of its own (e.g. mininet)"),
+        prometheus: str = typer.Option("auto", help="auto: start or reuse the local Prometheus server; off; or the "
+                                       "URL of a server already scraping ccrig"),
+        prometheus_dir: Path = typer.Option(Path("results/prometheus"), help="the local Prometheus server's folder"),
+        progress: bool = typer.Option(True, help="show a progress bar"),
+        report: bool = typer.Option(True, help="write the claims table and the runs' reports at the end")):
+    """Run a study: all its specs (those that need the vm testbed in one guest), then its claims table."""
+    from .study import report as write_report, run as run_study  # lazy: the runner (numpy, scipy)
+    if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
+        raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
+    try:
+        study_dir = run_study(name, out, quick=quick, resume=resume, prometheus=prometheus,
+                              prometheus_root=prometheus_dir, progress=progress, only=_specs(specs), testbed=testbed,
+                              say=lambda line: console.print(line, markup=False))
+    except Interrupted as e:
+        ignore_signals()   # everything is torn down; a late Ctrl-C must not make the exit a traceback
+        sys.stderr.write(f"ccrig: interrupted ({e}); everything was torn down; the study directory keeps the "
+                         f"finished specs (--resume it)\n")
+        raise typer.Exit(EXIT_CODES.get(str(e), 130))
+    if report and not specs:   # a part of a study (the vm's share) is reported by the whole
+        console.print(f"claims: {write_report(study_dir)}")
+    console.print(f"study directory: {study_dir}")
+
+
+@app.command("report")
+def report_(study_dir: Path = typer.Argument(..., help="a study directory (results/studies/...)"),
+            runs: bool = typer.Option(True, help="also write each run's own report (tables and figures)")):
+    """The claims table (claims.md, claims.json) and the figures for a study directory."""
+    from .study import report as write_report  # lazy: the runner (numpy, scipy)
+    path = write_report(study_dir, runs)
+    console.print(f"claims: {path}")
+    console.print(path.read_text().split("## Specs")[0], markup=False)

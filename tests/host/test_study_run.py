@@ -1,0 +1,159 @@
+"""`ccrig study run` on a study of the test's own (a folder holding study.yaml and specs/), through the real
+command line and kernel: every spec runs into one study directory, every claim gets its verdict from the
+measured runs, a killed study resumes keeping its finished specs, and a bad study.yaml is one line, exit 2."""
+import json
+import signal
+import subprocess
+import time
+
+import yaml
+
+from conftest import CCRIG, ROOT, dumbbell, leftovers
+
+# a 10 Mbit/s bottleneck: one reno flow against two, and a buffer sweep (the larger buffer queues longer)
+SPECS = {
+    "one": dumbbell([{"cc": "reno"}], duration="5s"),
+    "sweep": dumbbell([{"count": 2, "cc": "reno"}], duration="5s",
+                      sweep={"topology.bottleneck.buffer": ["10pkt", "100pkt"]}),
+}
+CLAIMS = [
+    # the link is used: a flow alone takes most of it (a payload capacity of 9.56 Mbit/s)
+    {"id": "alone-uses-the-link", "paper": "one flow fills the line",
+     "test": {"kind": "bound", "q": {"spec": "one"}, "op": ">", "value": 8.5e6}},
+    # two reno flows share alike (Jain over their goodput)
+    {"id": "fair", "paper": "two like flows share alike",
+     "test": {"kind": "bound", "q": {"spec": "sweep", "at": {"topology.bottleneck.buffer": "100pkt"},
+                                     "metric": "jain"}, "op": ">=", "value": 0.9}},
+    # the RTT grows with the buffer (queueing delay: 100 packets at 10 Mbit/s are 121 ms)
+    {"id": "queue-delay", "paper": "a larger buffer, a longer delay",
+     "test": {"kind": "trend", "q": {"spec": "sweep", "metric": "rtt_s"}, "along": "topology.bottleneck.buffer",
+              "sign": "rises"}},
+    # a claim that is false on purpose: each of two flows does not get the whole link
+    {"id": "false", "paper": "each of two flows gets the whole link",
+     "test": {"kind": "bound", "q": {"spec": "sweep", "at": {"topology.bottleneck.buffer": "100pkt"}, "flows": [0]},
+              "op": ">", "value": 9e6}},
+]
+
+
+def make_study(tmp_path, name="mini", claims=CLAIMS, quick=None):
+    folder = tmp_path / name
+    (folder / "specs").mkdir(parents=True)
+    for spec, body in SPECS.items():
+        (folder / "specs" / f"{spec}.yaml").write_text(yaml.safe_dump({**body, "name": spec}, sort_keys=False))
+    study = {"name": name, "title": "a study of the test's own", "quick": quick or {"duration": "3s"},
+             "specs": [{"spec": s, "answers": f"Fig. {i}"} for i, s in enumerate(SPECS)], "claims": claims,
+             "absent": [{"what": "a simulator's magic", "why": "not Linux", "nearest": "nothing"}]}
+    (folder / "study.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
+    return folder
+
+
+def study(args, tmp_path, timeout=300):
+    argv = [*CCRIG, "study", *args]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_study_runs_every_spec_and_judges_every_claim(tmp_path):
+    folder = make_study(tmp_path)
+    out = tmp_path / "studies"
+    p = study(["run", str(folder), "--out", str(out), "--prometheus", "off", "--no-progress"], tmp_path)
+    assert p.returncode == 0, p.stderr + p.stdout
+    (study_dir,) = out.iterdir()
+    state = json.loads((study_dir / "study.json").read_text())
+    assert {s: r["status"] for s, r in state["specs"].items()} == {"one": "done", "sweep": "done"}
+    assert all(len(r["sha256"]) == 64 and r["seconds"] > 0 for r in state["specs"].values())
+    verdicts = {c["id"]: c for c in json.loads((study_dir / "claims.json").read_text())["claims"]}
+    assert verdicts["alone-uses-the-link"]["verdict"] == "holds", verdicts["alone-uses-the-link"]
+    assert verdicts["queue-delay"]["verdict"] == "holds", verdicts["queue-delay"]
+    assert verdicts["false"]["verdict"] == "fails", verdicts["false"]
+    # two renos in 5 s may or may not look fair; whichever, the verdict is the measured Jain's
+    fair = verdicts["fair"]
+    # the numbers the verdicts rest on are the runs' own
+    summary = json.loads((_run_dir(state, "one") / "summary.json").read_text())
+    assert verdicts["alone-uses-the-link"]["values"]["q"]["mean"] == summary["points"][0]["system"]["goodput_bps"]["mean"]
+    swept = json.loads((_run_dir(state, "sweep") / "summary.json").read_text())["points"]
+    jain = next(p for p in swept if p["params"]["topology.bottleneck.buffer"] == "100pkt")["system"]["jain"]
+    assert fair["values"]["q"]["mean"] == jain["mean"]
+    assert fair["verdict"] == ("holds" if jain["mean"] >= 0.9 else "fails") or fair["verdict"] == "inconclusive"
+    md = (study_dir / "claims.md").read_text()
+    assert "| false |" in md and "**fails**" in md and "a simulator's magic" in md
+    assert (_run_dir(state, "sweep") / "report" / "utility.png").is_file()
+    # the report is made again from the archive alone
+    (study_dir / "claims.md").unlink()
+    p = study(["report", str(study_dir), "--no-runs"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (study_dir / "claims.md").read_text() == md
+
+
+def _run_dir(state, spec):
+    from pathlib import Path
+    return Path(state["specs"][spec]["run_dir"])
+
+
+def test_quick_runs_one_point_and_judges_what_it_can(tmp_path):
+    folder = make_study(tmp_path)
+    out = tmp_path / "studies"
+    p = study(["run", str(folder), "--quick", "--out", str(out), "--prometheus", "off", "--no-progress"], tmp_path)
+    assert p.returncode == 0, p.stderr + p.stdout
+    (study_dir,) = out.iterdir()
+    assert study_dir.name.startswith("mini-quick-")
+    state = json.loads((study_dir / "study.json").read_text())
+    summary = json.loads((_run_dir(state, "sweep") / "summary.json").read_text())
+    assert len(summary["points"]) == 1 and summary["intervals"] == 3
+    verdicts = {c["id"]: c["verdict"] for c in json.loads((study_dir / "claims.json").read_text())["claims"]}
+    assert verdicts["queue-delay"] == "not-applicable"     # one point: no trend to see
+    assert verdicts["fair"] == "not-applicable"            # the 100-packet point was not run
+    assert set(verdicts.values()) <= {"holds", "fails", "inconclusive", "not-applicable"}
+    assert "quick mode" in (study_dir / "claims.md").read_text()
+
+
+def test_a_killed_study_resumes_keeping_its_finished_specs(tmp_path):
+    folder = make_study(tmp_path)
+    out = tmp_path / "studies"
+    argv = [*CCRIG, "study", "run", str(folder), "--out", str(out), "--prometheus", "off", "--no-progress"]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    state_path = None
+    while time.monotonic() < deadline:   # wait until the first spec is done and the second has started
+        found = list(out.glob("*/study.json")) if out.exists() else []
+        if found:
+            state_path = found[0]
+            specs = json.loads(state_path.read_text())["specs"]
+            if specs["one"]["status"] == "done" and specs["sweep"]["status"] == "running":
+                break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err and "Traceback" not in err
+    assert leftovers(proc.pid) == []
+    first = json.loads(state_path.read_text())["specs"]
+    assert first["one"]["status"] == "done" and first["sweep"]["status"] == "interrupted"
+    p = study(["run", str(folder), "--resume", str(state_path.parent), "--prometheus", "off", "--no-progress"],
+              tmp_path)
+    assert p.returncode == 0, p.stderr
+    again = json.loads(state_path.read_text())["specs"]
+    assert again["one"]["run_dir"] == first["one"]["run_dir"]     # kept, not run again
+    assert again["sweep"]["status"] == "done" and again["sweep"]["run_dir"] == first["sweep"]["run_dir"]
+    summary = json.loads((_run_dir({"specs": again}, "sweep") / "summary.json").read_text())
+    assert summary["complete"] and len(summary["points"]) == 2
+
+
+def test_bad_studies_are_one_line_and_exit_2(tmp_path):
+    cases = [
+        ([{"id": "x", "paper": "p", "test": {"kind": "bound", "q": {"spec": "missing"}, "op": ">", "value": 1}}],
+         "spec 'missing' is not among the study's specs"),
+        ([{"id": "x", "paper": "p", "test": {"kind": "bound", "q": {"spec": "one", "metric": "speed"}, "op": ">",
+                                              "value": 1}}], "metric 'speed'"),
+        ([{"id": "x", "paper": "p", "test": {"kind": "bound", "q": {"spec": "one"}, "op": "=>", "value": 1}}],
+         "claims.0.test.bound.op"),
+    ]
+    for i, (claims, message) in enumerate(cases):
+        folder = make_study(tmp_path, f"bad{i}", claims)
+        p = study(["run", str(folder), "--out", str(tmp_path / "never")], tmp_path)
+        assert p.returncode == 2, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and message in p.stderr, p.stderr
+        assert not (tmp_path / "never").exists()
+    p = study(["run", "no_such_study"], tmp_path)
+    assert p.returncode == 2 and "expected one of" in p.stderr
+    p = study(["report", str(tmp_path)], tmp_path)
+    assert p.returncode == 2 and "study.json" in p.stderr
