@@ -238,6 +238,8 @@ class Archive:
 
     def _quantity(self, q: Quantity, p: dict) -> Value:
         where = f"{q.spec} point {p.get('index')}"
+        if "system" not in p:   # every repetition failed: the point has its reasons, not metrics
+            raise NotRun(f"{where} has no finished repetition ({p.get('failed') or 'failed'})")
         if q.metric == "pause_gain":
             g = p.get("pause_gain") or {}
             if g.get("percent") is None:

@@ -31,7 +31,7 @@ from . import spec as specmod
 from .backfill import backfill
 from .preflight import auto_testbed
 from .prometheus_server import PrometheusServer
-from .runner import Options, Runner, run_prefix
+from .runner import Options, Runner, archive_room, run_prefix
 from .signals import Interrupted
 
 FOLDER = Path(__file__).resolve().parent / "studies"
@@ -186,22 +186,25 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
             raise InputError(f"--resume: {study_dir} holds study {state.get('study')!r}"
                              f"{' --quick' if state.get('quick') else ''}; expected {name}{' --quick' if quick else ''}")
     else:
-        study_dir = Path(out_root) / f"{name}{'-quick' if quick else ''}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-        study_dir.mkdir(parents=True)
-        state = new_state(study, folder, quick)
-        write_state(study_dir, state)
-    say(f"study {name}: {study_dir}")
-    runs_root = study_dir / "runs"
-    runs_root.mkdir(exist_ok=True)
+        study_dir, state = None, new_state(study, folder, quick)
     todo = [e for e in entries if state["specs"][e.spec]["status"] != "done"]
     local, guest = [], []
     for e in todo:
         path, raw, exp = planned[e.spec]
-        bed = exp.testbed
-        if bed == "auto":
+        if exp.testbed == "auto":
             bed, why = auto_testbed(specmod.points(raw, exp, str(path)), run_prefix())
             say(f"{e.spec}: testbed auto: {bed}, {why}")
-        (guest if testbeds.get(bed).elsewhere else local).append(e)
+            planned[e.spec] = resolved(folder, study, e, quick, bed)
+        (guest if testbeds.get(planned[e.spec][2].testbed).elsewhere else local).append(e)
+    # nothing is made before every spec's needs are known to be met here
+    preflight([(e.spec, planned[e.spec]) for e in local], [(e.spec, planned[e.spec]) for e in guest])
+    if study_dir is None:
+        archive_room(Path(out_root))   # an unwritable or full --out is said before anything is made
+        study_dir = Path(out_root) / f"{name}{'-quick' if quick else ''}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        study_dir.mkdir(parents=True)
+        write_state(study_dir, state)
+    say(f"study {name}: {study_dir}")
+    (study_dir / "runs").mkdir(exist_ok=True)
     failed = []
     for e in local:
         failed += _run_local(e.spec, planned[e.spec], study_dir, state, prometheus, prometheus_root, progress, say)
@@ -212,9 +215,26 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
     state["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     write_state(study_dir, state)
     if failed:
-        raise RunError(f"study {name}: {len(failed)} spec(s) failed: " + "; ".join(failed)
-                       + f"; the others are in {study_dir} (--resume it to run the failed ones again)")
+        error = RunError(f"study {name}: {len(failed)} spec(s) failed: " + "; ".join(failed)
+                         + f"; the others are in {study_dir} (--resume it to run the failed ones again)")
+        error.study_dir = study_dir   # the command line still judges the claims of what ran
+        raise error
     return study_dir
+
+
+def preflight(local: list[tuple[str, tuple]], guest: list[tuple[str, tuple]]) -> None:
+    """What every spec needs, asked before the first one runs: a kernel feature, tool or testbed missing for the
+    fifth spec must not be found after the first four have run."""
+    problems = []
+    for spec, (path, raw, exp) in local:
+        try:
+            Runner(path, raw, exp, Options(prometheus="off", progress=False)).preflight()
+        except InputError as e:
+            problems.append(f"{spec}: {e}")
+    for spec, (_, _, exp) in guest:
+        problems += [f"{spec}: {n.problem()}" for n in testbeds.get("vm").needs(exp) if not n.ok]
+    if problems:
+        raise InputError("; ".join(problems))
 
 
 def _run_local(spec: str, plan, study_dir: Path, state: dict, prometheus: str, prometheus_root: Path,

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ccrig import jsondoc
-from ccrig.errors import InputError
+from ccrig.errors import InputError, RunError
 from .signals import EXIT_CODES, Interrupted, ignore as ignore_signals
 from .tables import console
 
@@ -63,6 +63,12 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
         study_dir = run_study(name, out, quick=quick, resume=resume, prometheus=prometheus,
                               prometheus_root=prometheus_dir, progress=progress, only=_specs(specs), testbed=testbed,
                               say=lambda line: console.print(line, markup=False))
+    except RunError as e:
+        # a failed spec leaves the others' results: their claims are judged all the same (the failed spec's
+        # claims are not applicable), then the failure is said
+        if report and not specs and getattr(e, "study_dir", None) is not None:
+            console.print(f"claims: {write_report(e.study_dir)}")
+        raise
     except Interrupted as e:
         ignore_signals()   # everything is torn down; a late Ctrl-C must not make the exit a traceback
         sys.stderr.write(f"ccrig: interrupted ({e}); everything was torn down; the study directory keeps the "

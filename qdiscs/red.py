@@ -6,7 +6,7 @@ and `max` it drops (or, with `ecn`, marks ECN-capable packets) with a probabilit
 
 Unset parameters are derived as tc-red(8) recommends, from the link:
     limit  = the link's buffer in bytes (packets x wire size)
-    max    = limit / 4        min = max / 3
+    max    = limit / 4        min = max / 3, but more than one avpkt (tc's EWMA has no solution below that)
     avpkt  = a full-size wire packet (bulk TCP sends full-size segments)
     burst  = (2 min + max) / (3 avpkt)     -- how many packets the average lets through before reacting
     bandwidth = the link's rate (only used to decay the average after idle time)
@@ -60,10 +60,13 @@ class Red(Qdisc):
         limit = byte_limit(self.limit, buffer, mtu)
         avpkt = self.avpkt or wire_bytes(mtu)
         qmax = self.max if self.max is not None else limit // 4
-        qmin = self.min if self.min is not None else qmax // 3
-        if qmin < 1:
-            raise field_error("qdisc.min", qmin, f"at least 1 byte; the buffer ({limit} bytes) is too small "
-                                                  f"for RED's derived thresholds, give a larger buffer or min/max")
+        # tc-red(8) computes the EWMA weight W from burst + 1 - min/avpkt <= (1 - (1 - W)^burst) / W, whose right
+        # side never reaches burst: with min at or below one avpkt there is no W ("failed to calculate EWMA
+        # constant", seen with a 10-packet buffer's derived min of 1261 bytes)
+        qmin = self.min if self.min is not None else max(qmax // 3, avpkt + 1)
+        if qmin <= avpkt:
+            raise field_error("qdisc.min", qmin, f"more than avpkt ({avpkt} bytes): tc-red's averaging weight has "
+                                                  f"no solution below one packet")
         if qmin >= qmax:
             raise field_error("qdisc.min", qmin, f"less than max ({qmax} bytes)")
         if qmax >= limit:

@@ -92,6 +92,14 @@ def test_not_applicable_when_a_point_was_not_run():
     assert v.verdict == "not-applicable" and "no point" in v.basis
 
 
+def test_a_point_whose_repetitions_all_failed_is_not_applicable():
+    failed = {"index": 3, "params": {"q": "red"}, "failed": "tc: RED: failed to calculate EWMA constant",
+              "repetitions": []}
+    v = evaluate(claim({"kind": "bound", "q": {"spec": "s4", "at": {"q": "red"}, "flows": [0]}, "op": ">",
+                        "value": 0}), Archive({"s4": [*S4, failed]}))
+    assert v.verdict == "not-applicable" and "no finished repetition (tc: RED" in v.basis
+
+
 def test_ambiguous_point_is_said():
     v = evaluate(claim({"kind": "bound", "q": {"spec": "alphabeta", "at": {"loss": 0.01}}, "op": ">", "value": 0}),
                  Archive({"alphabeta": PER}))

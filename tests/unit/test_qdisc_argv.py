@@ -97,6 +97,14 @@ def test_red_rejects_thresholds_that_do_not_fit_the_link():
         args(Red(max=50000), Size(packets=10))
     with pytest.raises(InputError, match=r"qdisc\.burst: got 1; expected at least min/avpkt = 9"):
         args(Red(burst=1))
+    with pytest.raises(InputError, match=r"qdisc\.min: got 1000; expected more than avpkt \(1514 bytes\)"):
+        args(Red(min=1000, max=3000), Size(packets=10))
+
+
+def test_red_min_is_more_than_a_packet_on_small_buffers():
+    # 10 packets: max = limit / 4 = 3785; max / 3 = 1261 is below one packet, where tc finds no EWMA weight
+    t = Red().thresholds(Size(packets=10), MTU)
+    assert t["min"] == 1515 and t["max"] == 3785 and t["burst"] == 2
 
 
 # --- fair queueing -------------------------------------------------------------------------------------
