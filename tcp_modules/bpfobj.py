@@ -14,7 +14,8 @@ from pathlib import Path
 from . import laws
 
 MAGIC = 0x3170617267697263
-# magic, alpha, beta (u64, Q20), k, l (s32), terms, per_ack, law, pad (u32)
+# magic, alpha, beta (u64, Q20), k, l (s32), terms, per_ack, law, halve_first (u32; the header's former pad,
+# so objects built before it read 0 there: off)
 PARAMS = struct.Struct("<QQQiiIIII")
 LAW_CODE = {"alphabeta": 1, "poly": 2}
 PLACEHOLDER = {"alphabeta": b"ccrig@ab@templ@", "poly": b"ccrig@po@templ@"}
@@ -35,7 +36,8 @@ def _find_once(data: bytes, needle: bytes, what: str, path: Path) -> int:
 def pack_params(law: laws.Law) -> bytes:
     p = law.params()
     return PARAMS.pack(MAGIC, laws.quantize(p["alpha"]), laws.quantize(p["beta"]), p.get("k", 0), p.get("l", 1),
-                       p.get("terms", 1), int(p.get("per_ack", False)), LAW_CODE[p["law"]], 0)
+                       p.get("terms", 1), int(p.get("per_ack", False)), LAW_CODE[p["law"]],
+                       int(p.get("halve_first", False)))
 
 
 def variant(template: Path, law: laws.Law, name: str) -> bytes:

@@ -20,7 +20,8 @@ from .systems import System
 
 MODULE = {"alphabeta": "tcp_alphabeta", "poly": "tcp_poly"}
 PARAM_INSTANCE = {"alphabeta": "ab_param", "poly": "poly_param"}
-MODULE_PARAMS = {"alphabeta": ("alpha", "beta"), "poly": ("alpha", "beta", "k", "l", "terms", "per_ack")}
+MODULE_PARAMS = {"alphabeta": ("alpha", "beta"),
+                 "poly": ("alpha", "beta", "k", "l", "terms", "per_ack", "halve_first")}
 
 
 def rmmod(s: System, module: str, tries: int = 20) -> bool:
@@ -113,7 +114,8 @@ class Modules:
             self.saved_params[module] = {n: (self.s.read(_param_path(module, n)) or "").strip()
                                          for n in MODULE_PARAMS[law.law]}
         for n in MODULE_PARAMS[law.law]:
-            self.s.run(["tee", str(_param_path(module, n))], input=_param_text(p[n]) + "\n")
+            # a flag a law leaves out of its parameters (halve_first unless set) is off
+            self.s.run(["tee", str(_param_path(module, n))], input=_param_text(p.get(n, False)) + "\n")
 
     def release(self) -> list[str]:
         """Puts back the parameters of modules it did not insert, removes those it did; returns what could not

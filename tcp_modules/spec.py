@@ -5,6 +5,7 @@
     cc: {law: alphabeta, alpha: 1.25, beta: 0.25}      # TCP(alpha, beta): beta is the fraction kept
     cc: {law: alphabeta, beta: 0.875, friendly: true}  # alpha = 4 (1 - beta^2) / 3
     cc: {law: poly, k: 1, l: 1, terms: 2, alpha: 1, beta: 0.5, per_ack: false}   # beta is the fraction removed
+    cc: {law: poly, k: 1, l: 1, terms: 2, alpha: 20, beta: 0.1, halve_first: true}   # = poly_pipd_paper
 
 `CcField` is the pydantic type; `cc_key()` gives the canonical text of any value (the key `CcManager.prepare`
 returns kernel names under); `law_of()` the law a value stands for (None for a kernel name).
@@ -29,7 +30,7 @@ _POLY_FIELDS = ("law", *(f.name for f in dataclasses.fields(laws.Poly) if f.init
 
 ACCEPTED = (f"a kernel congestion control name (at most {NAME_MAX} characters of letters, digits, '_', '-', "
             f"'.'), a preset ({', '.join(laws.PRESETS)}), or a mapping {{law: alphabeta, alpha, beta}} / "
-            f"{{law: alphabeta, beta, friendly: true}} / {{law: poly, k, l, terms, alpha, beta, per_ack}}")
+            f"{{law: alphabeta, beta, friendly: true}} / {{law: poly, k, l, terms, alpha, beta, per_ack, halve_first}}")
 
 
 class AlphaBetaCc(BaseModel):
@@ -118,15 +119,17 @@ def parse_cc(value: Any, path: str = "cc") -> Cc:
     for name in ("k", "l"):
         if name not in value:
             raise field_error(f"{path}.{name}", None, f"an integer from {laws.EXP_MIN} to {laws.EXP_MAX}")
-    per_ack = value.get("per_ack", False)
-    if not isinstance(per_ack, bool):
-        raise field_error(f"{path}.per_ack", per_ack, "true or false")
+    flags = {}
+    for name in ("per_ack", "halve_first"):
+        flags[name] = value.get(name, False)
+        if not isinstance(flags[name], bool):
+            raise field_error(f"{path}.{name}", flags[name], "true or false")
     return PolyCc(k=_integer(path, value, "k", laws.EXP_MIN, laws.EXP_MAX),
                   l=_integer(path, value, "l", laws.EXP_MIN, laws.EXP_MAX),
                   terms=_integer(path, value, "terms", 1, laws.TERMS_MAX, 1),
                   alpha=_alpha(path, value, 1.0),
                   beta=_beta(path, value, 0.5, " (the fraction of the window removed, as (beta W)^l)"),
-                  per_ack=per_ack)
+                  **flags)
 
 
 def _validate(value):
@@ -152,7 +155,7 @@ def cc_key(cc: Cc) -> str:
     if isinstance(cc, AlphaBetaCc):
         return f"alphabeta(alpha={_num(cc.alpha)},beta={_num(cc.beta)})"
     return (f"poly(k={cc.k},l={cc.l},terms={cc.terms},alpha={_num(cc.alpha)},beta={_num(cc.beta)}"
-            + (",per_ack)" if cc.per_ack else ")"))
+            + (",per_ack" if cc.per_ack else "") + (",halve_first" if cc.halve_first else "") + ")")
 
 
 def law_of(cc: Cc) -> laws.Law | None:

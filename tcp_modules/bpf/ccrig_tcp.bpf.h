@@ -50,6 +50,7 @@ void BPF_PROG(ccrig_init, struct sock *sk)
 	ca->p = ccrig_params;
 	ca->acc = 0;
 	ca->loss_cwnd = 0;
+	ca->seen_loss = 0;
 }
 
 SEC("struct_ops")
@@ -85,7 +86,7 @@ __u32 BPF_PROG(ccrig_ssthresh, struct sock *sk)
 	if (w >= CCRIG_CAP_SEGS && ca->loss_cwnd && ca->loss_cwnd < CCRIG_CAP_SEGS)
 		w = ca->loss_cwnd;
 	ca->loss_cwnd = w;
-	return ccrig_on_loss(&p, w, &ca->acc);
+	return ccrig_on_loss(&p, w, &ca->acc, &ca->seen_loss);
 }
 
 SEC("struct_ops")

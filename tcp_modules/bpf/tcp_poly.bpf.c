@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Polynomial (generalised binomial) rules as a BPF congestion control: the law is stated in
  * ../include/ccrig_law.h. Defaults are Table 1's AIMD row (k = 0, l = 1, one term, alpha = 1, beta = 1/2);
- * the loader patches the parameters and the name per variant. */
+ * halve_first off; the loader patches the parameters and the name per variant. */
 #define CCRIG_DEFAULT_PARAMS { .magic = CCRIG_MAGIC, .alpha = CCRIG_ONE, .beta = CCRIG_ONE / 2, \
-	.k = 0, .l = 1, .terms = 1, .per_ack = 0, .law = CCRIG_LAW_POLY }
+	.k = 0, .l = 1, .terms = 1, .per_ack = 0, .law = CCRIG_LAW_POLY, .halve_first = 0 }
 #include "ccrig_tcp.bpf.h"
 
 SEC(".struct_ops")

@@ -3,11 +3,13 @@
  *
  * Reads a line format on stdin (tests/unit/test_cc_core.py writes it from tcp_modules/vectors.json):
  *   tol REL ABS
- *   case NAME LAW ALPHA_Q BETA_Q K L TERMS PER_ACK     LAW: 1 alpha/beta, 2 poly
+ *   case NAME LAW ALPHA_Q BETA_Q K L TERMS PER_ACK HALVE_FIRST     LAW: 1 alpha/beta, 2 poly
  *   inc W EXPECTED                                     I(W), segments per RTT
- *   loss W EXPECTED                                    window after a loss at W
+ *   loss W EXPECTED                                    window after a later loss at W (the law's decrease)
+ *   first W EXPECTED                                   window after the connection's first loss at W
  *   ack CWND ACC ACKED EXPECTED                        window after ACKED segments from (CWND, ACC)
- *   lossstep CWND ACC EXPECTED                         window after a loss from (CWND, ACC)
+ *   lossstep CWND ACC SEEN EXPECTED                    window after a loss from (CWND, ACC), SEEN 1 if a loss
+ *                                                      came before (halve_first is spent)
  * ACC is in segments x window, the reference's unit; a window is cwnd + acc / cwnd.
  * Each value must satisfy |c - expected| <= REL |expected| + ABS. Prints each failure, then
  * "N passed, N failed"; exits 1 if any failed.
@@ -61,11 +63,11 @@ int main(void)
 			sscanf(line, "tol %lf %lf", &rel_tol, &abs_tol);
 		} else if (!strcmp(op, "case")) {
 			unsigned long long a, b;
-			unsigned law, terms, per_ack;
+			unsigned law, terms, per_ack, halve_first;
 			int k, l;
 
-			if (sscanf(line, "case %127s %u %llu %llu %d %d %u %u", case_name, &law, &a, &b, &k, &l,
-				   &terms, &per_ack) != 8) {
+			if (sscanf(line, "case %127s %u %llu %llu %d %d %u %u %u", case_name, &law, &a, &b, &k, &l,
+				   &terms, &per_ack, &halve_first) != 9) {
 				printf("bad line: %s\n", line);
 				return 2;
 			}
@@ -77,15 +79,18 @@ int main(void)
 			p.l = l;
 			p.terms = terms;
 			p.per_ack = per_ack;
-		} else if (!strcmp(op, "inc") || !strcmp(op, "loss")) {
+			p.halve_first = halve_first;
+		} else if (!strcmp(op, "inc") || !strcmp(op, "loss") || !strcmp(op, "first")) {
 			unsigned w;
 			double want;
 
 			sscanf(line, "%*s %u %lf", &w, &want);
 			if (!strcmp(op, "inc"))
 				check("increase", line, q2d(ccrig_increase(&p, w)), want);
+			else if (!strcmp(op, "loss"))
+				check("loss window", line, q2d(ccrig_loss_window_at(&p, w, 1)), want);
 			else
-				check("loss window", line, q2d(ccrig_loss_window(&p, w)), want);
+				check("first loss window", line, q2d(ccrig_loss_window_at(&p, w, 0)), want);
 		} else if (!strcmp(op, "ack")) {
 			unsigned cwnd, acked;
 			double acc_in, want;
@@ -96,12 +101,16 @@ int main(void)
 			cwnd = ccrig_on_ack(&p, cwnd, acked, &acc);
 			check("ack step", line, window(cwnd, acc), want);
 		} else if (!strcmp(op, "lossstep")) {
-			unsigned cwnd;
+			unsigned cwnd, seen;
 			double acc_in, want;
 			u64 acc = 0;
 
-			sscanf(line, "lossstep %u %lf %lf", &cwnd, &acc_in, &want);
-			cwnd = ccrig_on_loss(&p, cwnd, &acc);
+			sscanf(line, "lossstep %u %lf %u %lf", &cwnd, &acc_in, &seen, &want);
+			cwnd = ccrig_on_loss(&p, cwnd, &acc, &seen);
+			if (seen != 1) {
+				printf("FAIL %s loss step did not mark the loss seen (%s)\n", case_name, line);
+				failed++;
+			}
 			check("loss step", line, window(cwnd, acc), want);
 		} else {
 			printf("bad line: %s\n", line);

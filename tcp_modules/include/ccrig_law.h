@@ -23,6 +23,12 @@
  *   so the window is floored at 2 segments, as TCP(alpha, beta) floors it. Their ns-2 text applies the
  *   increase "for each new acknowledgement"; that reading is per_ack = 1 (off by default): the increase is
  *   then added per acknowledged segment instead of spread over a window of them.
+ *   halve_first = 1 (off by default) is their ns-2 text's "upon the first congestion indication, the
+ *   congestion window size is cut in half and the session enters into the polynomial congestion control
+ *   state": the connection's first loss indication (the one that ends slow start, or a timeout before it)
+ *   gives max(W / 2, 2), every later one the polynomial decrease. Without it a decrease that grows faster
+ *   than W (l = 1, m = 2) sends slow start's overshoot straight to the 2-segment floor. The glue keeps
+ *   whether a loss was seen per connection (struct ccrig_ca.seen_loss); an undone loss stays seen.
  *
  * How the increase is applied (both families): like Reno's snd_cwnd_cnt, an accumulator `acc` collects
  * the increase earned per acknowledged segment, in units of 2^-CCRIG_FP segment times the window it was
@@ -69,7 +75,7 @@ struct ccrig_params {
 	u32 terms;     /* poly: m, the number of terms */
 	u32 per_ack;   /* 1: apply the increase per acknowledged segment (the ns-2 text), 0: per RTT */
 	u32 law;       /* CCRIG_LAW_AB or CCRIG_LAW_POLY */
-	u32 pad;
+	u32 halve_first; /* 1: the connection's first loss halves the window, the law's decrease applies after */
 };
 
 /* Per-connection state; must fit in ICSK_CA_PRIV_SIZE (104 bytes on every kernel since 5.x). */
@@ -77,7 +83,7 @@ struct ccrig_ca {
 	struct ccrig_params p;
 	u64 acc;        /* increase earned so far, units of 2^-FP segment x window */
 	u32 loss_cwnd;  /* cwnd before the last decrease, for undo */
-	u32 pad;
+	u32 seen_loss;  /* 1 once the connection has had a loss indication (halve_first's state) */
 };
 
 static inline u64 ccrig_sat_add(u64 a, u64 b)
@@ -212,12 +218,29 @@ static inline u64 ccrig_loss_window(const struct ccrig_params *p, u32 w)
 	return nw;
 }
 
-/* Applies a loss: returns the new window in whole segments (the new ssthresh) and leaves its fractional
- * part in *acc, expressed in the accumulator's units for that window. */
-static inline u32 ccrig_on_loss(const struct ccrig_params *p, u32 w, u64 *acc)
+/* The window after a loss indication in Q20, given whether the connection has seen one before: with
+ * halve_first, the first gives max(W / 2, 2) (exact in Q20), every later one the law's decrease */
+static inline u64 ccrig_loss_window_at(const struct ccrig_params *p, u32 w, u32 seen_loss)
 {
-	u64 nw = ccrig_loss_window(p, w);
+	u64 nw;
+
+	if (!p->halve_first || seen_loss)
+		return ccrig_loss_window(p, w);
+	nw = (u64)w << (CCRIG_FP - 1);
+	if (nw < ((u64)CCRIG_MIN_CWND << CCRIG_FP))
+		nw = (u64)CCRIG_MIN_CWND << CCRIG_FP;
+	return nw;
+}
+
+/* Applies a loss: returns the new window in whole segments (the new ssthresh) and leaves its fractional
+ * part in *acc, expressed in the accumulator's units for that window. *seen_loss is the connection's
+ * "had a loss before" flag: read for halve_first, then set. */
+static inline u32 ccrig_on_loss(const struct ccrig_params *p, u32 w, u64 *acc, u32 *seen_loss)
+{
+	u64 nw = ccrig_loss_window_at(p, w, *seen_loss);
 	u32 segs = (u32)(nw >> CCRIG_FP);
+
+	*seen_loss = 1;
 
 	*acc = (nw & (CCRIG_ONE - 1)) * (u64)segs;
 	return segs;

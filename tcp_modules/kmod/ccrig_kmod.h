@@ -49,12 +49,14 @@ static void ccrig_init(struct sock *sk)
 		ca->p.l = READ_ONCE(v->live->l);
 		ca->p.terms = READ_ONCE(v->live->terms);
 		ca->p.per_ack = READ_ONCE(v->live->per_ack);
+		ca->p.halve_first = READ_ONCE(v->live->halve_first);
 		ca->p.law = v->params.law;
 	} else {
 		ca->p = v->params;
 	}
 	ca->acc = 0;
 	ca->loss_cwnd = 0;
+	ca->seen_loss = 0;
 }
 
 static void ccrig_cong_avoid(struct sock *sk, u32 ack, u32 acked)
@@ -81,7 +83,7 @@ static u32 ccrig_ssthresh(struct sock *sk)
 	struct ccrig_ca *ca = ccrig_ca(sk);
 
 	ca->loss_cwnd = tcp_snd_cwnd(tp);
-	return ccrig_on_loss(&ca->p, tcp_snd_cwnd(tp), &ca->acc);
+	return ccrig_on_loss(&ca->p, tcp_snd_cwnd(tp), &ca->acc, &ca->seen_loss);
 }
 
 static u32 ccrig_undo_cwnd(struct sock *sk)

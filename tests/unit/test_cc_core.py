@@ -3,7 +3,10 @@
 The C harness is compiled here with gcc (no other build step), fed tcp_modules/vectors.json and checks every
 value within the vectors' stated tolerance (|c - v| <= rel |v| + abs; see tcp_modules/vectors.py).
 """
+import dataclasses
 import json
+import random
+import statistics
 import subprocess
 
 import pytest
@@ -20,11 +23,14 @@ def harness_input(v: dict) -> str:
     for c in v["cases"]:
         p = c["params"]
         lines.append(f"case {c['name']} {LAW_CODE[p['law']]} {p['alpha_q']} {p['beta_q']} {p.get('k', 0)} "
-                     f"{p.get('l', 0)} {p.get('terms', 1)} {int(p.get('per_ack', False))}")
+                     f"{p.get('l', 0)} {p.get('terms', 1)} {int(p.get('per_ack', False))} "
+                     f"{int(p.get('halve_first', False))}")
         lines += [f"inc {w} {x!r}" for w, x in c["increase"]]
         lines += [f"loss {w} {x!r}" for w, x in c["loss"]]
-        for op, cwnd, acc, acked, x in c["steps"]:
-            lines.append(f"ack {cwnd} {acc!r} {acked} {x!r}" if op == "ack" else f"lossstep {cwnd} {acc!r} {x!r}")
+        lines += [f"first {w} {x!r}" for w, x in c["first"]]
+        for op, cwnd, acc, acked, x, seen in c["steps"]:
+            lines.append(f"ack {cwnd} {acc!r} {acked} {x!r}" if op == "ack"
+                         else f"lossstep {cwnd} {acc!r} {seen} {x!r}")
     return "\n".join(lines) + "\n"
 
 
@@ -49,7 +55,7 @@ def test_c_core_matches_vectors(harness):
     v = json.loads(vectors.PATH.read_text())
     proc = run_harness(harness, harness_input(v))
     assert proc.returncode == 0, proc.stdout[-3000:]
-    n = sum(len(c["increase"]) + len(c["loss"]) + len(c["steps"]) for c in v["cases"])
+    n = sum(len(c["increase"]) + len(c["loss"]) + len(c["first"]) + len(c["steps"]) for c in v["cases"])
     assert proc.stdout.strip().splitlines()[-1] == f"{n} passed, 0 failed"
     # the vectors cover both laws, every exponent, every number of terms and the per-ACK option
     params = [c["params"] for c in v["cases"]]
@@ -59,6 +65,12 @@ def test_c_core_matches_vectors(harness):
     assert {p["l"] for p in polys} >= set(range(laws.EXP_MIN, laws.EXP_MAX + 1))
     assert {p["terms"] for p in polys} == set(range(1, laws.TERMS_MAX + 1))
     assert any(p["per_ack"] for p in polys)
+    # and the first-loss halving: cases with it on whose trajectories pass through a first and a later loss
+    halving = [c for c in v["cases"] if c["params"].get("halve_first")]
+    assert {"poly_mimd_paper", "poly_pipd_paper", "poly_pipd_halve_first"} <= {c["name"] for c in halving}
+    assert all(c["params"]["halve_first"] is False for c in v["cases"] if c not in halving)
+    assert sum(1 for c in halving for s in c["steps"] if s[0] == "loss" and s[5] == 0) >= 5
+    assert sum(1 for c in halving for s in c["steps"] if s[0] == "loss" and s[5] == 1) >= 5
 
 
 def test_harness_catches_a_wrong_value(harness):
@@ -123,6 +135,90 @@ def test_poly_presets_are_table1(name, k, l, m, inc, dec):
     assert law.loss_window(16) == pytest.approx(max(16 - dec, 2))
 
 
+def test_table1_presets_are_unchanged_by_the_paper_presets():
+    """The halving option is off for every preset that existed before it, and their parameters are as they were."""
+    for name in ("poly_aimd", "poly_mimd", "poly_miad", "poly_aiad", "poly_aiad2", "poly_pipd", "poly_aipd",
+                 "poly_piad"):
+        law = laws.PRESETS[name]
+        assert (law.alpha, law.beta, law.per_ack, law.halve_first) == (1.0, 0.5, False, False), name
+        assert set(law.params()) == {"law", "k", "l", "terms", "alpha", "beta", "per_ack"}, name
+
+
+def test_paper_presets():
+    mimd, pipd = laws.PRESETS["poly_mimd_paper"], laws.PRESETS["poly_pipd_paper"]
+    assert (mimd.k, mimd.l, mimd.terms, mimd.alpha, mimd.beta, mimd.halve_first) == (-1, 1, 1, 10, 0.5, True)
+    assert (pipd.k, pipd.l, pipd.terms, pipd.alpha, pipd.beta, pipd.halve_first) == (1, 1, 2, 20, 0.1, True)
+    # MIMD: 10 % per RTT (+1 at W = 10, as Reno), W/2 at a loss
+    assert mimd.increase(10) == pytest.approx(1) and mimd.increase(40) == pytest.approx(4)
+    assert mimd.loss_window(20) == pytest.approx(10)
+    # PIPD: W - 0.1 W - (0.1 W)^2 is at most 20.25 (at W = 45) and 18 or more for losses at 30-60 segments
+    assert pipd.loss_window(45) == pytest.approx(20.25)
+    assert max(pipd.loss_window(w) for w in range(1, 200)) == pytest.approx(20.25)
+    assert all(18 - 1e-9 <= pipd.loss_window(w) <= 20.25 for w in range(30, 61))
+    # +2 per RTT at that minimum, as the PIPD block's k = 0 rows
+    assert pipd.increase(20) == pytest.approx(2)
+
+
+def test_halve_first():
+    """The paper's first congestion indication halves the window; the polynomial decrease applies only after."""
+    pipd, halving = laws.PRESETS["poly_pipd"], Poly(1, 1, 2, halve_first=True)
+    s = State(40)
+    assert laws.on_loss(pipd, s).window == 2                         # Table 1 literally: the floor
+    first = laws.on_loss(halving, s)
+    assert first.window == 20 and first.seen_loss
+    assert laws.on_loss(halving, first).window == 2                  # then the rule itself
+    assert laws.on_loss(halving, laws.on_rtt(halving, first)).seen_loss
+    # slow start's overshoot (90 segments in a 45-segment pipe) is halved, then the rule holds about 20
+    paper = laws.PRESETS["poly_pipd_paper"]
+    s = laws.on_loss(paper, State(90))
+    assert s.window == 45
+    assert laws.on_loss(paper, s).window == pytest.approx(20.25)
+    assert laws.on_loss(dataclasses.replace(paper, halve_first=False), State(90)).window == 2
+    # an odd window keeps its half segment; the floor is 2
+    assert laws.on_loss(halving, State(7)).window == pytest.approx(3.5)
+    assert laws.on_loss(halving, State(3)).window == 2
+
+
+def drop_tail_rounds(flows, pipe: float, rounds: int = 3000, seed: int = 1):
+    """A round-trip-by-round-trip model of flows sharing one drop-tail queue: each round every flow's window
+    grows by its law (doubles in slow start), and when the windows sum past `pipe` (BDP + buffer, packets) the
+    excess is dropped, a flow losing with the chance that one of its packets is among the excess; a flow that
+    loses applies laws.on_loss once. Returns per flow the median window after a loss and the mean window,
+    over the last four fifths of the rounds."""
+    rng = random.Random(seed)
+    w = [2.0] * len(flows)
+    slow, seen = [True] * len(flows), [False] * len(flows)
+    after, total = [[] for _ in flows], [0.0] * len(flows)
+    skip = rounds // 5
+    for r in range(rounds):
+        grown = [2 * x if slow[i] else x + law.increase(max(1, int(x))) for i, (x, law) in enumerate(zip(w, flows))]
+        excess = max(0.0, sum(grown) - pipe)
+        for i, law in enumerate(flows):
+            if excess and rng.random() < 1 - (1 - excess / sum(grown)) ** grown[i]:
+                w[i] = laws.loss_window_at(law, int(grown[i]), seen[i])
+                slow[i], seen[i] = False, True
+                if r >= skip:
+                    after[i].append(w[i])
+            else:
+                w[i] = grown[i]
+            if r >= skip:
+                total[i] += w[i]
+    return [(statistics.median(a), t / (rounds - skip)) for a, t in zip(after, total)]
+
+
+def test_paper_presets_rank_as_the_paper_in_its_six_flow_setting():
+    """The paper's six flows (four AIMD variants, MIMD, PIPD) on one drop-tail queue: PIPD's minimum window is
+    about 20 and MIMD's about 10, and PIPD gets the most, MIMD the next (its \"more aggressive\" and Fig. 4's
+    ranking); Table 1's literal presets (alpha 1, beta 1/2) cannot show it: PIPD sits at the floor."""
+    reno = laws.PRESETS["ab_standard"]
+    paper = drop_tail_rounds([reno] * 4 + [laws.PRESETS["poly_mimd_paper"], laws.PRESETS["poly_pipd_paper"]], 110)
+    (reno_min, reno_mean), (mimd_min, mimd_mean), (pipd_min, pipd_mean) = paper[0], paper[4], paper[5]
+    assert 7 <= mimd_min <= 13 and 16 <= pipd_min <= 20.25, paper
+    assert pipd_mean > mimd_mean > reno_mean, paper
+    literal = drop_tail_rounds([reno] * 4 + [laws.PRESETS["poly_mimd"], laws.PRESETS["poly_pipd"]], 110)
+    assert literal[5][0] == 2, literal
+
+
 def test_per_ack_option():
     """per_ack applies the increase per acknowledged segment (the ns-2 text): W times the per-RTT growth."""
     per_rtt, per_ack = Poly(0, 1, 1), Poly(0, 1, 1, per_ack=True)
@@ -149,7 +245,7 @@ def test_bpf_parameter_block_layout_matches_the_header(tmp_path):
                    ' offsetof(struct ccrig_params, alpha), offsetof(struct ccrig_params, beta),'
                    ' offsetof(struct ccrig_params, k), offsetof(struct ccrig_params, l),'
                    ' offsetof(struct ccrig_params, terms), offsetof(struct ccrig_params, per_ack),'
-                   ' offsetof(struct ccrig_params, law), offsetof(struct ccrig_params, pad),'
+                   ' offsetof(struct ccrig_params, law), offsetof(struct ccrig_params, halve_first),'
                    ' (unsigned long long)CCRIG_MAGIC); return 0; }\n')
     exe = tmp_path / "layout"
     subprocess.run(["gcc", "-o", str(exe), str(src)], check=True)
@@ -158,3 +254,5 @@ def test_bpf_parameter_block_layout_matches_the_header(tmp_path):
     assert int(out[9], 16) == bpfobj.MAGIC
     packed = bpfobj.pack_params(laws.PRESETS["poly_pipd"])
     assert bpfobj.PARAMS.unpack(packed) == (bpfobj.MAGIC, 1 << 20, 1 << 19, 1, 1, 2, 0, 2, 0)
+    packed = bpfobj.pack_params(laws.PRESETS["poly_pipd_paper"])
+    assert bpfobj.PARAMS.unpack(packed) == (bpfobj.MAGIC, 20 << 20, laws.quantize(0.1), 1, 1, 2, 0, 2, 1)

@@ -48,6 +48,19 @@ def test_poly_mapping_defaults():
     assert cc_key({"law": "poly", "k": 0, "l": 1, "per_ack": True}).endswith(",per_ack)")
 
 
+def test_poly_halve_first_option():
+    cc = Flow(cc={"law": "poly", "k": 1, "l": 1, "terms": 2, "alpha": 20, "beta": 0.1, "halve_first": True}).cc
+    assert cc == laws.PRESETS["poly_pipd_paper"] and preset_of(law_of(cc)) == "poly_pipd_paper"
+    assert cc_key(cc) == "poly(k=1,l=1,terms=2,alpha=20,beta=0.1,halve_first)"
+    assert cc_key({"law": "poly", "k": 0, "l": 1, "per_ack": True, "halve_first": True}).endswith(
+        ",per_ack,halve_first)")
+    # off: the law, its key and its parameters (so its generated BPF name) are what they were before the option
+    off = Flow(cc={"law": "poly", "k": 1, "l": 1, "terms": 2, "halve_first": False}).cc
+    assert off == laws.PRESETS["poly_pipd"] and cc_key(off) == "poly(k=1,l=1,terms=2,alpha=1,beta=0.5)"
+    assert "halve_first" not in off.params() and cc.params()["halve_first"] is True
+    assert "halve_first: got 'yes'" in error_of({"law": "poly", "k": 0, "l": 1, "halve_first": "yes"})
+
+
 @pytest.mark.parametrize("value,where,accepted", [
     ({"law": "alphabeta", "alpha": 0, "beta": 0.5}, "flows[0].cc: alpha: got 0", "a number > 0"),
     ({"law": "alphabeta", "alpha": -1, "beta": 0.5}, "alpha: got -1", "a number > 0"),
@@ -63,6 +76,7 @@ def test_poly_mapping_defaults():
     ({"law": "poly", "k": 0, "l": 1, "terms": 0}, "terms: got 0", "an integer from 1 to 4"),
     ({"law": "poly", "k": 0.5, "l": 1}, "k: got 0.5", "an integer"),
     ({"law": "poly", "k": 0, "l": 1, "gamma": 2}, "gamma: got 2", "its fields are law, k, l"),
+    ({"law": "poly", "k": 0, "l": 1, "halve_first": 1}, "halve_first: got 1", "true or false"),
     ("a_name_far_too_long", "flows[0].cc: got 'a_name_far_too_long'", "at most 15 characters"),
     ("bad name", "got 'bad name'", "a preset (ab_standard"),
     (3, "got 3", "a kernel congestion control name"),

@@ -71,7 +71,8 @@ def test_modules_register_presets_and_tunable_instances(loaded):
     assert list(names.values()) == ["ab_smooth", "poly_pipd", "ab_param", "poly_param"]
     have = available()
     for n in ("ab_standard", "ab_responsive", "ab_smooth", "ab_param", "poly_aimd", "poly_mimd", "poly_miad",
-              "poly_aiad", "poly_aiad2", "poly_pipd", "poly_aipd", "poly_piad", "poly_param"):
+              "poly_aiad", "poly_aiad2", "poly_pipd", "poly_aipd", "poly_piad", "poly_param",
+              "poly_mimd_paper", "poly_pipd_paper"):   # study 002's models with numbers (tcp_modules/laws.py)
         assert n in have
     desc = {d["kernel_name"]: d for d in m.describe()}
     assert {d["form"] for d in desc.values()} == {"kmod"}
@@ -80,7 +81,8 @@ def test_modules_register_presets_and_tunable_instances(loaded):
     ab = Path("/sys/module/tcp_alphabeta/parameters")
     assert (ab / "alpha").read_text().strip() == "2.000000" and (ab / "beta").read_text().strip() == "0.600000"
     poly = Path("/sys/module/tcp_poly/parameters")
-    assert [(poly / p).read_text().strip() for p in ("k", "l", "terms", "per_ack")] == ["-1", "1", "1", "0"]
+    assert [(poly / p).read_text().strip() for p in ("k", "l", "terms", "per_ack", "halve_first")] == [
+        "-1", "1", "1", "0", "0"]
     assert (poly / "alpha").read_text().strip() == "8.000000"
 
 

@@ -1,0 +1,117 @@
+"""One TCP flow of a congestion-control law through a real bottleneck, with the data socket's TCP_INFO trace, and
+what a law test reads from it: the losses (window at the loss, the ssthresh the law set) and the growth per round
+trip. Shared by tests/host/test_cc_bpf.py and tests/host/test_cc_poly_paper.py."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ccrig.tcp_modules import bpf_fault
+from ccrig.topologies.testbeds.netns import NetnsTestbed
+
+SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "sampler.py"
+SECONDS = 4
+OPEN, RECOVERY, LOSS = 0, 3, 4   # tcp_info ca_state: TCP_CA_Open, TCP_CA_Recovery, TCP_CA_Loss
+
+
+def run_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS) -> tuple[dict, list[tuple[float, dict]]]:
+    """One iperf3 flow s1 -> d1 using cc; returns iperf3's JSON and the data socket's TCP_INFO samples."""
+    s, d = bed.topology.pairs[0]
+    server = bed.popen(d, ["iperf3", "-s", "-1", "-p", "5201"])
+    # to a file, not a pipe: a pipe nobody reads during the flow fills up and stalls the sampler
+    with tempfile.TemporaryFile() as trace:
+        sampler = bed.popen(s, [sys.executable, str(SAMPLER), "--period", "0.01"], stdout=trace)
+        try:
+            # start the flow only once the sampler samples (a busy machine can take a second to start
+            # Python), so slow start and the first loss are in the trace
+            deadline = time.monotonic() + 20
+            while os.fstat(trace.fileno()).st_size == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)   # and the iperf3 server listens
+            out = bed.run(s, ["iperf3", "-c", bed.address(d), "-p", "5201", "-t", str(seconds), "-C", cc, "-J"],
+                          timeout=seconds + 30)
+        finally:
+            sampler.terminate()
+            sampler.wait(timeout=10)
+            server.kill()
+            server.wait(timeout=10)
+        trace.seek(0)
+        raw = trace.read()
+    per_key: dict[str, list] = {}
+    for line in raw.decode().splitlines():
+        rec = json.loads(line)
+        for key, f in rec["s"].items():
+            if key.endswith(":5201"):
+                per_key.setdefault(key, []).append((rec["t"], f))
+    # the data connection is the one that moved the bytes (the other is iperf3's control connection)
+    key = max(per_key, key=lambda k: per_key[k][-1][1].get("bytes_acked", 0))
+    return json.loads(out.stdout), per_key[key]
+
+
+def law_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS):
+    """run_flow once, and the runs of its samples that the kernel's BPF struct_ops fault left alone
+    (tcp_modules/bpf_fault.py: a skipped ssthresh callback leaves a garbage ssthresh, and the window is the
+    fault's until congestion avoidance resumes). The law is read from those runs only; what was cut out is
+    counted, and is printed, never retried."""
+    result, samples = run_flow(bed, cc, seconds)
+    runs, excluded = bpf_fault.clean_runs(samples)
+    if excluded:
+        print(f"{cc}: {excluded} of {len(samples)} samples excluded, the kernel's BPF struct_ops fault "
+              f"{bpf_fault.spans(samples)}")
+    return result, samples, runs
+
+
+def loss_events(samples) -> list[tuple[int, int, int | None]]:
+    """(W, ssthresh, cwnd after) for each loss: a loss is the connection entering Recovery or Loss; W is
+    the largest cwnd seen in the Open state since the previous one, ssthresh the value the law set, and
+    cwnd after the first Open cwnd once recovery is over (None if the trace ends first). The first loss
+    ends slow start, whose W the 10 ms samples underestimate: callers usually drop it."""
+    events, since, prev_state = [], [], OPEN
+    for t, f in samples:
+        state = f["ca_state"]
+        if state in (RECOVERY, LOSS) and prev_state not in (RECOVERY, LOSS) and since:
+            events.append([max(since), f["snd_ssthresh"], None])
+            since = []
+        if state == OPEN:
+            if events and events[-1][2] is None and prev_state != OPEN:
+                events[-1][2] = f["snd_cwnd"]
+            since.append(f["snd_cwnd"])
+        prev_state = state
+    return [tuple(e) for e in events]
+
+
+def run_events(runs, keep_first_if_fewer: int = 0) -> list[tuple[int, int, int | None]]:
+    """loss_events of each clean run of a trace, without the run's first event: the trace's first ends slow
+    start, whose W the samples underestimate, and after a fault the law has only just taken over again. A run
+    with fewer than keep_first_if_fewer events keeps its first."""
+    out = []
+    for run in runs:
+        events = loss_events(run)
+        out += events if len(events) < keep_first_if_fewer else events[1:]
+    return out
+
+
+def growth_per_rtt(runs) -> tuple[float, float]:
+    """Mean cwnd increase per round trip in congestion avoidance, and the mean cwnd it was measured at, over
+    the clean runs of a trace. A round trip is what the laws mean by one: a window of acknowledged segments
+    (tcpi_delivered / cwnd), so queueing-delay swings in srtt do not bias it. Counted over consecutive
+    samples of one run, both Open, in congestion avoidance (cwnd >= ssthresh) and with no decrease between
+    them."""
+    grow = rounds = wsum = 0.0
+    pairs = [pair for run in runs for pair in zip(run, run[1:])]
+    for (_, a), (_, b) in pairs:
+        if a["ca_state"] != OPEN or b["ca_state"] != OPEN or a["snd_cwnd"] < a["snd_ssthresh"]:
+            continue
+        if b["snd_ssthresh"] != a["snd_ssthresh"] or b["snd_cwnd"] < a["snd_cwnd"]:
+            continue
+        w = (a["snd_cwnd"] + b["snd_cwnd"]) / 2
+        r = (b["delivered"] - a["delivered"]) / w
+        grow += b["snd_cwnd"] - a["snd_cwnd"]
+        rounds += r
+        wsum += w * r
+    assert rounds > 3, "too few round trips in congestion avoidance to measure the increase"
+    return grow / rounds, wsum / rounds
