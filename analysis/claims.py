@@ -25,6 +25,8 @@ VERDICTS = ("holds", "fails", "inconclusive", "not-applicable")
 FLOW_METRICS = ("goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s")
 SYSTEM_METRICS = FLOW_METRICS + ("jain", "jain_throughput")
 PAUSE_METRICS = ("pause_gain", "pause_model_gain")
+# Jain's index over the named flows only: over their mean goodput (jain) or throughput (jain_throughput)
+JAIN = {"jain": "goodput_bps", "jain_throughput": "throughput_bps"}
 
 
 class Quantity(BaseModel):
@@ -48,7 +50,7 @@ class Quantity(BaseModel):
             return None if self.flows != "system" else "a workload's record belongs to flows: name them"
         if m in PAUSE_METRICS:
             return None if self.flows == "system" else f"{m} is the system's: leave flows out"
-        allowed = SYSTEM_METRICS if self.flows == "system" else FLOW_METRICS
+        allowed = SYSTEM_METRICS if self.flows == "system" else FLOW_METRICS + tuple(JAIN)
         if m not in allowed:
             return f"expected one of {', '.join(allowed)}, {', '.join(PAUSE_METRICS)} or KIND.KEY (a workload's)"
         return None
@@ -257,6 +259,12 @@ class Archive:
             return _combine([_workload_value(p, i, q.metric, where) for i in flows], q.agg)
         if flows is None:
             return _entry_value(p["system"].get(q.metric), f"{where}: system {q.metric}")
+        if q.metric in JAIN:   # over a subset of the flows: their means' index (no interval: one number per point)
+            xs = [_entry_value(p["flows"][i].get(JAIN[q.metric]), f"{where}: flow {i}").mean for i in flows]
+            if not any(xs):
+                raise NotRun(f"{where}: flows {flows} carried nothing")
+            return Value(sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)), None,
+                         f"Jain over flows {flows}' mean {JAIN[q.metric]}")
         return _combine([_entry_value(p["flows"][i].get(q.metric), f"{where}: flow {i} {q.metric}")
                          for i in flows], q.agg)
 

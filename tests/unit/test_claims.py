@@ -106,6 +106,16 @@ def test_ambiguous_point_is_said():
     assert v.verdict == "not-applicable" and "2 points match" in v.basis
 
 
+def test_jain_over_a_subset_of_flows():
+    # under FCFS the two renos share alike between themselves, whatever the hog takes
+    q = {"spec": "s4", "at": {"q": "pfifo"}, "flows": [0, 1], "metric": "jain"}
+    v = evaluate(claim({"kind": "bound", "q": q, "op": ">=", "value": 0.9}), Archive({"s4": S4}))
+    assert v.values["q"]["mean"] == pytest.approx(0.81 / (2 * 0.41)) and v.verdict == "holds"
+    assert "means only" in v.basis
+    q["flows"] = [0, 2]
+    assert evaluate(claim({"kind": "bound", "q": q, "op": ">=", "value": 0.9}), Archive({"s4": S4})).verdict == "fails"
+
+
 def test_without_an_interval_the_verdict_rests_on_means_and_says_so():
     a = Archive({"x": [point(0, {}, {"goodput_bps": (5.0,)})]})
     v = evaluate(claim({"kind": "bound", "q": {"spec": "x"}, "op": ">", "value": 4}), a)
@@ -144,6 +154,7 @@ def test_malformed_claims_are_refused(test):
 
 def test_a_metric_that_does_not_fit_its_selection_is_named():
     from ccrig.analysis.claims import Quantity
-    assert Quantity(spec="x", flows=[0], metric="jain").problem().startswith("expected one of")
+    assert Quantity(spec="x", flows=[0], metric="speed").problem().startswith("expected one of")
+    assert Quantity(spec="x", flows=[0, 1], metric="jain").problem() is None
     assert Quantity(spec="x", metric="pause_gain").problem() is None
     assert "system's" in Quantity(spec="x", flows=[0], metric="pause_gain").problem()
