@@ -8,7 +8,9 @@
 // bpf_get_prandom_u32() < threshold, which happens with probability threshold / 2^32 = p.
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 
 enum slot {
 	MODE = 0,        // 0: pass, 1: Bernoulli, 2: Gilbert-Elliott
@@ -56,6 +58,10 @@ int ccrig_drop(struct __sk_buff *skb)
 		count(DOWN_DROPPED);
 		return TC_ACT_SHOT;
 	}
+	// random loss is for IP packets only: dropping ARP too makes the router's neighbour resolution fail at
+	// high loss (three requests lost at 40 % is 6 % per link), and connects then fail with "No route to host"
+	if (skb->protocol != bpf_htons(ETH_P_IP) && skb->protocol != bpf_htons(ETH_P_IPV6))
+		return TC_ACT_OK;
 	__u64 mode = get(MODE), p = get(P_LOSS);
 	if (mode == 2) {
 		__u32 k = STATE;
