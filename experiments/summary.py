@@ -78,7 +78,10 @@ def min_rtt_floor(topology, wire_bytes: int, rate_bps: float) -> float:
     """Issue 14: the least RTT a data packet of a flow can see: the path's configured propagation RTT (the spec's
     `topology.rtt`, divided by a scaled topology's `scale`; 0 where no delay is added) plus one full-size
     packet's transmission time at the bottleneck rate (1.2 ms at 10 Mbit/s)."""
-    rtt = float(getattr(topology, "rtt", 0.0) or 0.0) / float(getattr(topology, "scale", 1.0) or 1.0)
+    # with per-pair RTTs (dumbbell, tandem) the least of them: a floor must hold for every flow
+    rtts = [float(getattr(topology, "rtt", 0.0) or 0.0)]
+    rtts += [float(e.rtt) for e in getattr(topology, "per_pair", None) or () if getattr(e, "rtt", None) is not None]
+    rtt = min(rtts) / float(getattr(topology, "scale", 1.0) or 1.0)
     return rtt + 8.0 * wire_bytes / rate_bps if rate_bps > 0 else rtt
 
 

@@ -2,9 +2,10 @@
 from .dumbbell import DumbbellSpec
 from .parking_lot import ParkingLotSpec
 from .pause_chain import PauseChainSpec
+from .tandem import TandemSpec
 
 # every named topology's spec model; the spec's `topology:` is validated against these by `name`
-SPECS = [DumbbellSpec, PauseChainSpec, ParkingLotSpec]
+SPECS = [DumbbellSpec, PauseChainSpec, ParkingLotSpec, TandemSpec]
 
 
 def topology_union():

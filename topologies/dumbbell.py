@@ -9,6 +9,10 @@ router, not on a sender's own interface, because TCP small queues keep a local q
 delay (`rtt`) and random loss sit on the routers' egress toward the hosts, after the bottleneck, so they
 never share a queue with it: half of the RTT on r2 -> receiver (data), half on r1 -> sender (ACKs); loss
 on the data path only.
+
+`per_pair` gives host pairs access links of their own: entry i is pair i+1 (s{i+1} -> d{i+1}), and each of its
+keys replaces the topology-wide one for that pair alone (`rate`: access.rate, `rtt`, `loss`), e.g. an error model
+on one receiver's link (study 001) or a longer propagation delay for one source (study 003, scenario 8).
 """
 from __future__ import annotations
 
@@ -69,8 +73,60 @@ class Access(BaseModel):
     rate: RateField | None = None
 
 
+class PairLink(BaseModel):
+    """One host pair's own access links (`per_pair` entries): each key given replaces the topology-wide value for
+    that pair alone; a key left out keeps it."""
+    model_config = ConfigDict(extra="forbid")
+    rate: RateField | None = None                # both directions of the pair's two access links
+    rtt: TimeField | None = None                 # split as the topology's: half toward the sender, half the receiver
+    loss: RatioField | LossModel | None = None   # on the receiver's link (the data path), as the topology's
+
+    def resolve(self, rate, rtt: float, loss) -> tuple:
+        """(rate, rtt, loss) for this pair, from the topology-wide ones."""
+        return (self.rate if self.rate is not None else rate, self.rtt if self.rtt is not None else rtt,
+                self.loss if self.loss is not None else loss)
+
+
+def realised_loss(loss) -> float | GilbertElliott:
+    """A `loss:` value as a link's Egress carries it: a ratio, or the Gilbert-Elliott chain."""
+    return loss.realised() if isinstance(loss, LossModel) else loss
+
+
+def check_per_pair(per_pair: list[PairLink], wire: int) -> None:
+    """Each entry's rate and rtt in the ranges the topology-wide ones have."""
+    for i, entry in enumerate(per_pair):
+        check_rate(f"topology.per_pair[{i}].rate", entry.rate, wire)
+        if entry.rtt is not None and entry.rtt > MAX_RTT_S:
+            raise field_error(f"topology.per_pair[{i}].rtt", f"{entry.rtt:g}s", f"at most {MAX_RTT_S:g}s")
+
+
+def check_pair_count(per_pair: list[PairLink], pairs: int) -> None:
+    """No entry may name a pair the topology does not build (a typo or a miscount, never ignored)."""
+    if len(per_pair) > pairs:
+        raise field_error("topology.per_pair", f"{len(per_pair)} entries",
+                          f"at most {pairs}, one per host pair the topology builds (entry i is pair i+1)")
+
+
+def pair_settings(per_pair: list[PairLink], i: int, rate, rtt: float, loss) -> tuple:
+    """Pair i's (0-based) access rate, RTT and realised loss: its own entry's where it has one."""
+    if i < len(per_pair):
+        rate, rtt, loss = per_pair[i].resolve(rate, rtt, loss)
+    return rate, rtt, realised_loss(loss)
+
+
+def add_pair_links(topo: Topology, sender: str, first: str, last: str, receiver: str, rate, rtt: float,
+                   loss) -> None:
+    """A host pair's two access links: sender - first router, last router - receiver. The added RTT sits on the
+    routers' egress toward the hosts, half each way (data: last -> receiver, ACKs: first -> sender), and the loss
+    on the data path, so neither shares a queue with a bottleneck."""
+    access = Egress(rate=rate)
+    topo.add_link(sender, first, a_to_b=access, b_to_a=Egress(rate=rate, delay=rtt / 2))
+    topo.add_link(last, receiver, a_to_b=Egress(rate=rate, delay=rtt / 2, loss=loss), b_to_a=access)
+
+
 class DumbbellSpec(BaseModel):
-    """topology: {name: dumbbell, bottleneck: {rate, buffer, qdisc}, rtt, loss, access: {rate}, pairs}"""
+    """topology: {name: dumbbell, bottleneck: {rate, buffer, qdisc}, rtt, loss, access: {rate}, pairs,
+    per_pair: [{rate, rtt, loss}, ...]}"""
     model_config = ConfigDict(extra="forbid")
     name: Literal["dumbbell"] = "dumbbell"
     bottleneck: Bottleneck
@@ -80,6 +136,8 @@ class DumbbellSpec(BaseModel):
     loss: RatioField | LossModel = 0.0
     # sender/receiver pairs; by default one pair per flow
     pairs: PairCount | None = None
+    # entry i: pair i+1's own access rate, RTT and loss, each overriding access.rate, rtt and loss
+    per_pair: list[PairLink] = []
     mtu: MtuField = 1500
 
     @model_validator(mode="after")
@@ -93,24 +151,26 @@ class DumbbellSpec(BaseModel):
             raise field_error("topology.bottleneck.buffer", str(buffer), buffer_problem(buffer, wire))
         if self.rtt > MAX_RTT_S:
             raise field_error("topology.rtt", f"{self.rtt:g}s", f"at most {MAX_RTT_S:g}s")
+        check_per_pair(self.per_pair, wire)
+        if self.pairs is not None:   # else one pair per flow: checked when built, where the flows are known
+            check_pair_count(self.per_pair, self.pairs)
         return self
 
     @property
     def link_loss(self) -> float | GilbertElliott:
-        return self.loss.realised() if isinstance(self.loss, LossModel) else self.loss
+        return realised_loss(self.loss)
 
     def build(self, flows: int) -> Topology:
         n = self.pairs or flows
+        check_pair_count(self.per_pair, n)
         topo = Topology("dumbbell", mtu=self.mtu)
         r1, r2 = topo.add_node("r1", "router"), topo.add_node("r2", "router")
         b = self.bottleneck
         topo.add_link(r1, r2, a_to_b=Egress(rate=b.rate, buffer=b.buffer, qdisc=b.qdisc))
         topo.bottleneck = (r1, r2)
-        access = Egress(rate=self.access.rate)
         for i in range(1, n + 1):
             s, d = topo.add_node(f"s{i}"), topo.add_node(f"d{i}")
-            topo.add_link(s, r1, a_to_b=access, b_to_a=Egress(rate=self.access.rate, delay=self.rtt / 2))
-            topo.add_link(r2, d, a_to_b=Egress(rate=self.access.rate, delay=self.rtt / 2, loss=self.link_loss),
-                          b_to_a=access)
+            add_pair_links(topo, s, r1, r2, d, *pair_settings(self.per_pair, i - 1, self.access.rate, self.rtt,
+                                                              self.loss))
             topo.pairs.append((s, d))
         return topo
