@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from ccrig.tcp_modules.spec import CcField, cc_key
 from ccrig import qdiscs, topologies
 from ccrig.topologies import testbeds, topology_union
-from ccrig.topologies.dumbbell import MAX_PAIRS
+from ccrig.topologies.named.dumbbell import MAX_PAIRS
 from ccrig.errors import InputError
 from ccrig.fields import MAX_FLOWS, FlowCount, TimeField
 from . import events, workloads

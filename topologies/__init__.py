@@ -1,11 +1,9 @@
-"""Topologies: the model (topology.py), the named topologies, and their realisation on each testbed."""
-from .dumbbell import DumbbellSpec
-from .parking_lot import ParkingLotSpec
-from .pause_chain import PauseChainSpec
-from .tandem import TandemSpec
+"""Topologies: the model (topology.py), the named topologies (named/, one module each), and their realisation on
+each testbed (testbeds/)."""
+from .named import KINDS
 
-# every named topology's spec model; the spec's `topology:` is validated against these by `name`
-SPECS = [DumbbellSpec, PauseChainSpec, ParkingLotSpec, TandemSpec]
+# every named topology's spec model, by name; the spec's `topology:` is validated against these by `name`
+SPECS = [KINDS.available()[name] for name in KINDS.kinds() if name in KINDS.available()]
 
 
 def topology_union():

@@ -5,7 +5,7 @@
 
 `pause_chain,N`: N sender/receiver pairs; `path=value` overrides the study's numbers below (link_a.rate,
 link_b.rate, link_b.buffer, link_c.rate, link_c.buffer, rtt, scale). The added RTT needs netem, so it is 0 here
-by default. The Topo is generated from the project's Topology model (topologies/pause_chain.py ->
+by default. The Topo is generated from the project's Topology model (topologies/named/pause_chain.py ->
 topologies/testbeds/mininet/topo.py), the same the mininet testbed runs; the XOFF/XON controller is the runner's,
 not the Topo's. mn execs this file, so it finds the repository from its own path and the project's packages in
 its .venv.

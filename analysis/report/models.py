@@ -10,7 +10,7 @@ import yaml
 from ccrig.errors import InputError
 from ccrig.tcp_modules.laws import AlphaBeta, Poly
 from ccrig.tcp_modules.spec import law_of
-from ccrig.topologies.pause_chain import ChainLink
+from ccrig.topologies.named.pause_chain import ChainLink
 
 from .. import pause_markov as pm
 from .. import throughput as tp

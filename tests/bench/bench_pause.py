@@ -16,7 +16,7 @@ from pathlib import Path
 from ccrig.commands import Commands
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.pause import chain_controller
-from ccrig.topologies.pause_chain import PauseChainSpec
+from ccrig.topologies.named.pause_chain import PauseChainSpec
 
 SECONDS = 6
 GOAL_MEDIAN_S = 1e-3

@@ -25,7 +25,7 @@ GOAL_S = 2.0
 
 
 def _topology():
-    from ccrig.topologies.dumbbell import DumbbellSpec
+    from ccrig.topologies.named.dumbbell import DumbbellSpec
     spec = DumbbellSpec.model_validate({"bottleneck": {"rate": "10mbit", "buffer": "100pkt", "qdisc": {"kind": "pfifo"}}})
     return spec.build(SENDERS)
 

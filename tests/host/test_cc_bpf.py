@@ -24,7 +24,7 @@ from ccrig.tcp_modules.bpf import struct_ops_maps
 from ccrig.tcp_modules.leftovers import cleanup
 from ccrig.tcp_modules.manager import CcManager
 from ccrig.tcp_modules.systems import available
-from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 from support.lawflow import SECONDS, growth_per_rtt, law_flow, run_events
 

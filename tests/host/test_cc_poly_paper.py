@@ -21,7 +21,7 @@ from ccrig.commands import Commands
 from ccrig.tcp_modules import laws
 from ccrig.tcp_modules.manager import CcManager
 from ccrig.tcp_modules.systems import available
-from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 from support.lawflow import growth_per_rtt, law_flow, loss_events
 

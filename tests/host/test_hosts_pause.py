@@ -152,7 +152,7 @@ def test_ethtool_runs_over_ssh_through_the_testbed(bed, tmp_path):
     """Ethtool.on(hosts testbed, node): every command goes over the host's SSH connection (in the run's log),
     reads the driver and link there, and an unsupported NIC is an error naming host, node, interface and driver,
     with nothing changed (no ethtool -A was run)."""
-    from ccrig.topologies.pause_chain import PauseChainSpec
+    from ccrig.topologies.named.pause_chain import PauseChainSpec
     spec = PauseChainSpec.model_validate(pause_chain_spec("ethtool")["topology"])
     topo = spec.build(flows=1)
     log = tmp_path / "commands.log"

@@ -18,7 +18,7 @@ from ccrig.analysis import pcap
 from ccrig.commands import Commands
 from ccrig.experiments.capture import Capture, CaptureSpec
 from ccrig.errors import InputError, RunError
-from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.hosts import HostsTestbed
 
 import reproduce

@@ -15,7 +15,7 @@ from ccrig.errors import RunError
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.pause import chain_config, chain_controller
 from ccrig.topologies.pause.emulated import EmulatedPause, prometheus_samples
-from ccrig.topologies.pause_chain import PauseChainSpec
+from ccrig.topologies.named.pause_chain import PauseChainSpec
 from support import wait
 from support.exposition import render
 

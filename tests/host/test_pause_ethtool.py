@@ -56,7 +56,7 @@ def test_chain_plan_on_veth(tmp_path):
     clear error before any traffic (veth has no pause API)."""
     from ccrig.topologies.testbeds.netns import NetnsTestbed
     from ccrig.topologies.pause import chain_plan
-    from ccrig.topologies.pause_chain import PauseChainSpec
+    from ccrig.topologies.named.pause_chain import PauseChainSpec
 
     raw = {"name": "pause_chain", "link_a": {"rate": "60pps"}, "link_b": {"rate": "100pps", "buffer": "10pkt"},
            "link_c": {"rate": "15pps", "buffer": "20pkt"}, "pause": {"high": 12, "low": 8}}

@@ -85,7 +85,7 @@ def test_controller_sends_xoff_refresh_xon_frames(tmp_path):
 
     from ccrig.topologies.testbeds.netns import NetnsTestbed
     from ccrig.topologies.pause import chain_controller
-    from ccrig.topologies.pause_chain import PauseChainSpec
+    from ccrig.topologies.named.pause_chain import PauseChainSpec
 
     spec = PauseChainSpec.model_validate({
         "name": "pause_chain", "scale": 10, "link_a": {"rate": "60pps"},

@@ -13,7 +13,7 @@ import pytest
 from ccrig.commands import Commands
 from ccrig.experiments import collectors
 from ccrig.experiments.collectors import machine_samplers
-from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 
 pytestmark = pytest.mark.host

@@ -68,25 +68,29 @@ def test_a_study_runs_every_spec_and_judges_every_claim(tmp_path):
     # two renos in 5 s may or may not look fair; whichever, the verdict is the measured Jain's
     fair = verdicts["fair"]
     # the numbers the verdicts rest on are the runs' own
-    summary = json.loads((_run_dir(state, "one") / "summary.json").read_text())
+    summary = json.loads((_run_dir(state, "one", study_dir) / "summary.json").read_text())
     assert verdicts["alone-uses-the-link"]["values"]["q"]["mean"] == summary["points"][0]["system"]["goodput_bps"]["mean"]
-    swept = json.loads((_run_dir(state, "sweep") / "summary.json").read_text())["points"]
+    swept = json.loads((_run_dir(state, "sweep", study_dir) / "summary.json").read_text())["points"]
     jain = next(p for p in swept if p["params"]["topology.bottleneck.buffer"] == "100pkt")["system"]["jain"]
     assert fair["values"]["q"]["mean"] == jain["mean"]
     assert fair["verdict"] == ("holds" if jain["mean"] >= 0.9 else "fails") or fair["verdict"] == "inconclusive"
     md = (study_dir / "claims.md").read_text()
     assert "| false |" in md and "**fails**" in md and "a simulator's magic" in md
-    assert (_run_dir(state, "sweep") / "report" / "utility.png").is_file()
+    assert (_run_dir(state, "sweep", study_dir) / "report" / "utility.png").is_file()
     # the report is made again from the archive alone
     (study_dir / "claims.md").unlink()
     p = study(["report", str(study_dir), "--no-runs"], tmp_path)
     assert p.returncode == 0, p.stderr
     assert (study_dir / "claims.md").read_text() == md
+    # a study directory moves whole (study.json names its runs relative to itself)
+    moved = study_dir.rename(tmp_path / "moved")
+    p = study(["report", str(moved), "--no-runs"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (moved / "claims.md").read_text() == md.replace(str(study_dir.resolve()), str(moved.resolve()))
 
 
-def _run_dir(state, spec):
-    from pathlib import Path
-    return Path(state["specs"][spec]["run_dir"])
+def _run_dir(state, spec, study_dir):
+    return study_dir / state["specs"][spec]["run_dir"]   # relative: a study directory moves whole
 
 
 def test_quick_runs_one_point_and_judges_what_it_can(tmp_path):
@@ -97,7 +101,7 @@ def test_quick_runs_one_point_and_judges_what_it_can(tmp_path):
     (study_dir,) = out.iterdir()
     assert study_dir.name.startswith("mini-quick-")
     state = json.loads((study_dir / "study.json").read_text())
-    summary = json.loads((_run_dir(state, "sweep") / "summary.json").read_text())
+    summary = json.loads((_run_dir(state, "sweep", study_dir) / "summary.json").read_text())
     assert len(summary["points"]) == 1 and summary["intervals"] == 3
     verdicts = {c["id"]: c["verdict"] for c in json.loads((study_dir / "claims.json").read_text())["claims"]}
     assert verdicts["queue-delay"] == "not-applicable"     # one point: no trend to see
@@ -134,7 +138,7 @@ def test_a_killed_study_resumes_keeping_its_finished_specs(tmp_path):
     again = json.loads(state_path.read_text())["specs"]
     assert again["one"]["run_dir"] == first["one"]["run_dir"]     # kept, not run again
     assert again["sweep"]["status"] == "done" and again["sweep"]["run_dir"] == first["sweep"]["run_dir"]
-    summary = json.loads((_run_dir({"specs": again}, "sweep") / "summary.json").read_text())
+    summary = json.loads((_run_dir({"specs": again}, "sweep", state_path.parent) / "summary.json").read_text())
     assert summary["complete"] and len(summary["points"]) == 2
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ccrig.analysis.metrics import payload_capacity
-from ccrig.topologies.tandem import TandemSpec
+from ccrig.topologies.named.tandem import TandemSpec
 
 C = payload_capacity(10e6, 1500)   # one hop's payload capacity at 10 Mbit/s
 TOPOLOGY = {"name": "tandem", "hops": 3, "link": {"rate": "10mbit", "buffer": "50pkt", "qdisc": {"kind": "pfifo"}},

@@ -15,7 +15,7 @@ from ccrig.commands import Commands
 from ccrig.units import parse_size
 from ccrig.qdiscs import from_spec, stats
 from ccrig.qdiscs.shaper import shaped_argv
-from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 
 # names of everything a test makes start with this (ccrig's own prefix, so `ccrig clean` finds leftovers)

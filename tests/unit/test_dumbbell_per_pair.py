@@ -5,7 +5,7 @@ import pytest
 from ccrig.errors import InputError
 from ccrig.experiments import spec as specmod
 from ccrig.topologies import loss
-from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.loss import GilbertElliott
 
 BOTTLENECK = {"rate": "10mbit", "buffer": "50pkt"}

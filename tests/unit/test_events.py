@@ -8,7 +8,7 @@ from ccrig.errors import InputError
 from ccrig.experiments import events, spec as specmod
 from ccrig.experiments.sender_tcp import SenderTcp, TcpSettings, route_options
 from ccrig.topologies import loss
-from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.loss import GilbertElliott, LossModel
 from ccrig.topologies.loss.program import ONE, attach_argv, threshold
 

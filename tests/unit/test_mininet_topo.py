@@ -6,7 +6,7 @@ import pytest
 
 from ccrig.experiments import spec as specmod
 from ccrig.errors import InputError
-from ccrig.topologies.dumbbell import DumbbellSpec
+from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.mininet import Names, TopologyTopo, mn_topo, node_setup_argv, queue_by_ccrig, tclink_params
 from ccrig.topologies.topology import Egress
 from ccrig.units import Rate, Size

@@ -2,7 +2,7 @@
 import pytest
 
 from ccrig.analysis.intervals import fair_shares, max_min, network_capacity
-from ccrig.topologies.parking_lot import ParkingLotSpec
+from ccrig.topologies.named.parking_lot import ParkingLotSpec
 
 
 def _lot(**kw):

@@ -8,7 +8,7 @@ from ccrig.errors import InputError
 from ccrig.units import Rate
 from ccrig.qdiscs import Pfifo
 from ccrig.topologies import SPECS
-from ccrig.topologies.pause_chain import PauseChainSpec
+from ccrig.topologies.named.pause_chain import PauseChainSpec
 
 PAPER = {"name": "pause_chain", "link_a": {"rate": "25pps"}, "link_b": {"rate": "100pps", "buffer": "10pkt"},
          "link_c": {"rate": "15pps", "buffer": "20pkt"}, "pause": {"high": 16, "low": 12, "paused_rate": "2pps"},

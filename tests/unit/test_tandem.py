@@ -6,7 +6,7 @@ from ccrig.analysis.intervals import max_min, network_capacity
 from ccrig.errors import InputError
 from ccrig.experiments import spec as specmod
 from ccrig.topologies import SPECS
-from ccrig.topologies.tandem import TandemSpec
+from ccrig.topologies.named.tandem import TandemSpec
 from ccrig.topologies.testbeds.mininet import Names, TopologyTopo, node_setup_argv
 
 LINK = {"rate": "10mbit", "buffer": "50pkt"}

@@ -29,7 +29,7 @@ def test_quick(name, tmp_path):
     state = json.loads((study_dir / "study.json").read_text())
     assert {s: r["status"] for s, r in state["specs"].items()} == {s.spec: "done" for s in study.specs}
     for rec in state["specs"].values():   # the run directory each spec wrote, with its one point
-        summary = json.loads((Path(rec["run_dir"]) / "summary.json").read_text())
+        summary = json.loads((study_dir / rec["run_dir"] / "summary.json").read_text())
         assert summary["complete"] and len(summary["points"]) == 1, rec
     claims = json.loads((study_dir / "claims.json").read_text())["claims"]
     assert [c["id"] for c in claims] == [c.id for c in study.claims]
@@ -37,4 +37,4 @@ def test_quick(name, tmp_path):
     md = (study_dir / "claims.md").read_text()
     assert "quick mode" in md and all(f"| {c.id} |" in md for c in study.claims)
     # every spec's report, with its utility diagram, exists (figures of the study's report)
-    assert all((Path(r["run_dir"]) / "report" / "report.md").is_file() for r in state["specs"].values())
+    assert all((study_dir / r["run_dir"] / "report" / "report.md").is_file() for r in state["specs"].values())

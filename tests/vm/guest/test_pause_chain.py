@@ -8,7 +8,7 @@ import time
 
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.pause import chain_controller
-from ccrig.topologies.pause_chain import PauseChainSpec
+from ccrig.topologies.named.pause_chain import PauseChainSpec
 
 
 def test_chain_with_rtt_and_pause(commands, modprobe, tmp_path):

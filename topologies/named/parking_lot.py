@@ -22,7 +22,7 @@ from ccrig.errors import field_error
 from ccrig.fields import RateField, TimeField
 from ccrig.units import buffer_problem
 from .dumbbell import MAX_RTT_S, Bottleneck, MtuField, check_rate
-from .topology import Egress, Topology
+from ..topology import Egress, Topology
 
 MAX_HOPS = 16
 
@@ -80,3 +80,6 @@ class ParkingLotSpec(BaseModel):
                 topo.add_link(last, d, a_to_b=Egress(rate=self.access_rate, delay=self.rtt / 2), b_to_a=access)
                 topo.pairs.append((s, d))
         return topo
+
+
+TOPOLOGY = ParkingLotSpec

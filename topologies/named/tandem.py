@@ -7,7 +7,7 @@ potential bottlenecks in tandem made by cross traffic, sources with different ro
     C1 ─┘      └─ C1'  C2 ─┘   └─ C2'      CN ─┘       └─ CN'
 
 Hop i is router r(i-1)'s egress toward r(i): htb at `link.rate`, the discipline and buffer under it, on every hop
-(the parking lot's hop: topologies/parking_lot.py). Through pairs send from r0's side to rN's. Cross pairs come in
+(the parking lot's hop: topologies/named/parking_lot.py). Through pairs send from r0's side to rN's. Cross pairs come in
 groups: `cross: K` is K pairs per hop, hop i's entering at r(i-1) and leaving after hop i at r(i); `cross:
 [{first, last, count}, ...]` lists the groups instead, each entering before hop `first` (at r(first-1)) and leaving
 after hop `last` (at r(last)), for cross traffic that shares more than one hop.
@@ -31,9 +31,9 @@ from ccrig.fields import RateField, RatioField, TimeField
 from ccrig.units import buffer_problem
 from .dumbbell import (MAX_RTT_S, Bottleneck, MtuField, PairLink, add_pair_links, check_pair_count, check_per_pair,
                        check_rate, pair_settings)
-from .loss import LossModel
+from ..loss import LossModel
 from .parking_lot import MAX_HOPS
-from .topology import Egress, Topology
+from ..topology import Egress, Topology
 
 # pairs in one group, as the parking lot's
 MAX_GROUP = 64
@@ -124,3 +124,6 @@ class TandemSpec(BaseModel):
                                                                    self.loss))
             topo.pairs.append((s, d))
         return topo
+
+
+TOPOLOGY = TandemSpec

@@ -24,8 +24,8 @@ from ccrig.errors import field_error
 from ccrig.fields import RateField, RatioField, SizeField, TimeField, count_range
 from ccrig.units import RATE_RANGE, UnitError, buffer_problem, check_bps
 from ccrig.qdiscs import Pfifo, qdisc_union
-from .loss import GilbertElliott, LossModel
-from .topology import Egress, Topology
+from ..loss import GilbertElliott, LossModel
+from ..topology import Egress, Topology
 
 QdiscField = qdisc_union()
 # an added round-trip time beyond a minute is no path a congestion controller meets (TCP's RTO tops out at 120 s)
@@ -174,3 +174,6 @@ class DumbbellSpec(BaseModel):
                                                               self.loss))
             topo.pairs.append((s, d))
         return topo
+
+
+TOPOLOGY = DumbbellSpec

@@ -27,8 +27,8 @@ from ccrig.fields import RateField, SizeField, TimeField
 from ccrig.units import Rate, Size, UnitError, buffer_problem, parse_rate, wire_bytes
 from ccrig.qdiscs import Pfifo
 from .dumbbell import MAX_RTT_S, MtuField, PairCount, check_rate
-from .pause.agent.controller import MAX_QUANTA
-from .topology import Egress, Topology
+from ..pause.agent.controller import MAX_QUANTA
+from ..topology import Egress, Topology
 
 _ZERO = re.compile(r"\s*0*\.?0*\s*(pps|bit|kbit|mbit|gbit|bps)?\s*", re.I)
 
@@ -228,3 +228,6 @@ class PauseChainSpec(BaseModel):
 
 def _packets(n: int):
     return Size(packets=n)
+
+
+TOPOLOGY = PauseChainSpec
