@@ -61,6 +61,15 @@ def check_rate(path: str, rate, wire_bytes: int, scale: float = 1.0) -> None:
                                            f"{wire_bytes}-byte frames") from None
 
 
+def check_hop(path: str, link, wire_bytes: int, rtt: float) -> None:
+    """A shaped hop's rate and buffer (a Bottleneck at `path`), and the topology's added RTT."""
+    check_rate(f"{path}.rate", link.rate, wire_bytes)
+    if link.buffer is not None and buffer_problem(link.buffer, wire_bytes):
+        raise field_error(f"{path}.buffer", str(link.buffer), buffer_problem(link.buffer, wire_bytes))
+    if rtt > MAX_RTT_S:
+        raise field_error("topology.rtt", f"{rtt:g}s", f"at most {MAX_RTT_S:g}s")
+
+
 class Bottleneck(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rate: RateField
@@ -143,14 +152,8 @@ class DumbbellSpec(BaseModel):
     @model_validator(mode="after")
     def _ranges(self):
         wire = self.mtu + 14
-        for path, rate in (("topology.bottleneck.rate", self.bottleneck.rate),
-                           ("topology.access.rate", self.access.rate)):
-            check_rate(path, rate, wire)
-        buffer = self.bottleneck.buffer
-        if buffer is not None and buffer_problem(buffer, wire):
-            raise field_error("topology.bottleneck.buffer", str(buffer), buffer_problem(buffer, wire))
-        if self.rtt > MAX_RTT_S:
-            raise field_error("topology.rtt", f"{self.rtt:g}s", f"at most {MAX_RTT_S:g}s")
+        check_hop("topology.bottleneck", self.bottleneck, wire, self.rtt)
+        check_rate("topology.access.rate", self.access.rate, wire)
         check_per_pair(self.per_pair, wire)
         if self.pairs is not None:   # else one pair per flow: checked when built, where the flows are known
             check_pair_count(self.per_pair, self.pairs)

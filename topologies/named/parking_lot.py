@@ -20,11 +20,21 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ccrig.errors import field_error
 from ccrig.fields import RateField, TimeField
-from ccrig.units import buffer_problem
-from .dumbbell import MAX_RTT_S, Bottleneck, MtuField, check_rate
+from .dumbbell import Bottleneck, MtuField, add_pair_links, check_hop, check_rate
 from ..topology import Egress, Topology
 
 MAX_HOPS = 16
+
+
+def chain(topo: Topology, hops: int, link: Bottleneck) -> list[str]:
+    """Routers r0..r(hops) in a line, each hop r(i-1) -> r(i) shaped as `link` says; the first hop is the
+    topology's bottleneck (the one a single-bottleneck reader names). Returns the routers."""
+    routers = [topo.add_node(f"r{i}", "router") for i in range(hops + 1)]
+    hop = Egress(rate=link.rate, buffer=link.buffer, qdisc=link.qdisc)
+    for a, b in zip(routers, routers[1:]):
+        topo.add_link(a, b, a_to_b=hop)
+    topo.bottleneck = (routers[0], routers[1])
+    return routers
 
 
 class Groups(BaseModel):
@@ -48,12 +58,8 @@ class ParkingLotSpec(BaseModel):
     @model_validator(mode="after")
     def _ranges(self):
         wire = self.mtu + 14
-        check_rate("topology.link.rate", self.link.rate, wire)
+        check_hop("topology.link", self.link, wire, self.rtt)
         check_rate("topology.access_rate", self.access_rate, wire)
-        if self.link.buffer is not None and buffer_problem(self.link.buffer, wire):
-            raise field_error("topology.link.buffer", str(self.link.buffer), buffer_problem(self.link.buffer, wire))
-        if self.rtt > MAX_RTT_S:
-            raise field_error("topology.rtt", f"{self.rtt:g}s", f"at most {MAX_RTT_S:g}s")
         if self.pairs.long + self.pairs.short == 0:
             raise field_error("topology.pairs", "long 0, short 0", "at least one pair, long or short")
         # the address plan: hops links, plus two per pair
@@ -65,19 +71,13 @@ class ParkingLotSpec(BaseModel):
 
     def build(self, flows: int) -> Topology:
         topo = Topology("parking_lot", mtu=self.mtu)
-        routers = [topo.add_node(f"r{i}", "router") for i in range(self.hops + 1)]
-        hop = Egress(rate=self.link.rate, buffer=self.link.buffer, qdisc=self.link.qdisc)
-        for a, b in zip(routers, routers[1:]):
-            topo.add_link(a, b, a_to_b=hop)
-        topo.bottleneck = (routers[0], routers[1])
-        access = Egress(rate=self.access_rate)
+        routers = chain(topo, self.hops, self.link)
         groups = [("l", routers[0], routers[-1], self.pairs.long)]
         groups += [(f"s{i}_", routers[i - 1], routers[i], self.pairs.short) for i in range(1, self.hops + 1)]
         for prefix, first, last, count in groups:
             for k in range(1, count + 1):
                 s, d = topo.add_node(f"{prefix}{k}"), topo.add_node(f"{prefix}{k}d")
-                topo.add_link(s, first, a_to_b=access, b_to_a=Egress(rate=self.access_rate, delay=self.rtt / 2))
-                topo.add_link(last, d, a_to_b=Egress(rate=self.access_rate, delay=self.rtt / 2), b_to_a=access)
+                add_pair_links(topo, s, first, last, d, self.access_rate, self.rtt, 0.0)
                 topo.pairs.append((s, d))
         return topo
 

@@ -28,12 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ccrig.errors import field_error
 from ccrig.fields import RateField, RatioField, TimeField
-from ccrig.units import buffer_problem
-from .dumbbell import (MAX_RTT_S, Bottleneck, MtuField, PairLink, add_pair_links, check_pair_count, check_per_pair,
+from .dumbbell import (Bottleneck, MtuField, PairLink, add_pair_links, check_hop, check_pair_count, check_per_pair,
                        check_rate, pair_settings)
 from ..loss import LossModel
-from .parking_lot import MAX_HOPS
-from ..topology import Egress, Topology
+from .parking_lot import MAX_HOPS, chain
+from ..topology import Topology
 
 # pairs in one group, as the parking lot's
 MAX_GROUP = 64
@@ -78,16 +77,12 @@ class TandemSpec(BaseModel):
     @model_validator(mode="after")
     def _ranges(self):
         wire = self.mtu + 14
-        check_rate("topology.link.rate", self.link.rate, wire)
-        check_rate("topology.access_rate", self.access_rate, wire)
         if self.link.buffer is None:
             # without one a hop is no queue of its own to Topology.queues(): not measured, not shared out (T_max)
             raise field_error("topology.link.buffer", None, "a buffer such as 100pkt or 64kb: every hop of a "
                                                             "tandem is a measured queue")
-        if buffer_problem(self.link.buffer, wire):
-            raise field_error("topology.link.buffer", str(self.link.buffer), buffer_problem(self.link.buffer, wire))
-        if self.rtt > MAX_RTT_S:
-            raise field_error("topology.rtt", f"{self.rtt:g}s", f"at most {MAX_RTT_S:g}s")
+        check_hop("topology.link", self.link, wire, self.rtt)
+        check_rate("topology.access_rate", self.access_rate, wire)
         if not isinstance(self.pairs.cross, int):
             for j, g in enumerate(self.pairs.cross):
                 if not g.first <= g.last <= self.hops:
@@ -110,11 +105,7 @@ class TandemSpec(BaseModel):
 
     def build(self, flows: int) -> Topology:
         topo = Topology("tandem", mtu=self.mtu)
-        routers = [topo.add_node(f"r{i}", "router") for i in range(self.hops + 1)]
-        hop = Egress(rate=self.link.rate, buffer=self.link.buffer, qdisc=self.link.qdisc)
-        for a, b in zip(routers, routers[1:]):
-            topo.add_link(a, b, a_to_b=hop)
-        topo.bottleneck = (routers[0], routers[1])
+        routers = chain(topo, self.hops, self.link)
         groups = [(f"t{k}", routers[0], routers[-1]) for k in range(1, self.pairs.through + 1)]
         groups += [(f"c{j}_{k}", routers[g.first - 1], routers[g.last])
                    for j, g in enumerate(self.pairs.groups(self.hops), 1) for k in range(1, g.count + 1)]
