@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ccrig.errors import InputError
+from ccrig.errors import InputError, RunError
 from ccrig.fields import TimeField
 from ccrig.topologies.testbed import Testbed
 
@@ -132,8 +132,10 @@ class SenderTcp:
             tb.run(node, argv)
             shown = tb.run(node, ["ip", "route", "show", f"{addr}/32"]).stdout.strip()
             entry["routes"].append({"to": dst, "argv": argv, "kernel": shown})
-            if "cwnd" in opts:
-                entry["routes"][-1]["tcp_metrics"] = self._warm(node, dst)
+        locked = [key for key, opts in self.routes.items() if "cwnd" in opts]
+        metrics = self._warm(locked)
+        for (node, dst) in locked:
+            next(r for r in self.record[node]["routes"] if r["to"] == dst)["tcp_metrics"] = metrics[(node, dst)]
         return self.record
 
     def _remember(self, node: str, argv: list[str]) -> None:
@@ -149,20 +151,39 @@ class SenderTcp:
             except Exception:
                 pass
 
-    def _warm(self, node: str, dst: str) -> str:
+    def _warm(self, routes: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """A route's locked cwnd reaches a connection only through the kernel's TCP metrics cache
         (tcp_init_metrics clamps snd_cwnd_clamp from an existing entry, and an entry is made when a connection
         that measured an RTT closes), so one short connection node -> dst makes that entry before the flows
-        start. Returns the cache's line for dst (`ip tcp_metrics show`)."""
-        tb, addr = self.testbed, self.testbed.address(dst)
-        listen = tb.popen(dst, [*tb.python(dst), "-c", WARM_SERVER, addr, str(WARM_PORT)])
-        try:
-            tb.run(node, [*tb.python(node), "-c", WARM_CLIENT, addr, str(WARM_PORT)], timeout=20)
-            listen.wait(timeout=10)
-        finally:
-            if listen.poll() is None:
-                listen.kill()
-        return tb.run(node, ["ip", "tcp_metrics", "show", addr], check=False).stdout.strip()
+        start. All at once (a Python start each costs seconds in a TCG guest: one after another they took 2.5 s
+        per sender), in rounds where two senders share a receiver, whose listener takes one connection. Returns
+        the cache's line for each dst (`ip tcp_metrics show`)."""
+        rounds: list[list[tuple[str, str]]] = []
+        for node, dst in routes:
+            free = next((r for r in rounds if all(d != dst for _, d in r)), None)
+            if free is None:
+                rounds.append(free := [])
+            free.append((node, dst))
+        tb = self.testbed
+        for r in rounds:
+            listeners = [tb.popen(dst, [*tb.python(dst), "-c", WARM_SERVER, tb.address(dst), str(WARM_PORT)])
+                         for _, dst in r]
+            clients = []
+            try:
+                clients += [tb.popen(node, [*tb.python(node), "-c", WARM_CLIENT, tb.address(dst), str(WARM_PORT)])
+                           for node, dst in r]
+                for (node, dst), c in zip(r, clients):
+                    if c.wait(timeout=30) != 0:
+                        raise RunError(f"{tb.where(node)}: the warm-up connection to {dst} (which carries the route's "
+                                       f"locked cwnd to the flows) failed (exit status {c.returncode})")
+                for listen in listeners:
+                    listen.wait(timeout=10)
+            finally:
+                for proc in listeners + clients:
+                    if proc.poll() is None:
+                        proc.kill()
+        return {(node, dst): tb.run(node, ["ip", "tcp_metrics", "show", tb.address(dst)], check=False).stdout.strip()
+                for node, dst in routes}
 
 
 # the warm-up connection's port on the receiver (below the flows' 5201 + i)

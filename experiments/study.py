@@ -155,6 +155,12 @@ def write_state(study_dir: Path, state: dict) -> None:
     os.replace(tmp, study_dir / STATE)
 
 
+def run_dir_of(study_dir: Path, rec: dict) -> Path | None:
+    """A spec's run directory. study.json holds it relative to the study directory, so a study directory can be
+    moved or copied whole (an older absolute path still works)."""
+    return Path(study_dir, rec["run_dir"]) if rec.get("run_dir") else None
+
+
 def new_state(study: Study, folder: Path, quick: bool) -> dict:
     import hashlib
     return {"study": study.name, "folder": str(folder.resolve()), "title": study.title, "quick": quick, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -242,7 +248,7 @@ def _run_local(spec: str, plan, study_dir: Path, state: dict, prometheus: str, p
     """One spec on a testbed of this process; its record in study.json as it starts and ends."""
     path, raw, exp = plan
     rec = state["specs"][spec]
-    previous = Path(rec["run_dir"]) if rec.get("run_dir") else None
+    previous = run_dir_of(study_dir, rec)
     resume = previous if previous is not None and (previous / "summary.json").is_file() else None
     runner = Runner(path, raw, exp, Options(out_root=study_dir / "runs", prometheus=prometheus,
                                             prometheus_root=prometheus_root, progress=progress, resume=resume))
@@ -252,26 +258,26 @@ def _run_local(spec: str, plan, study_dir: Path, state: dict, prometheus: str, p
     try:
         result = runner.run()
     except Interrupted:
-        _record_run(rec, runner, started, "interrupted")
+        _record_run(rec, runner, started, "interrupted", study_dir)
         write_state(study_dir, state)
         raise
     except CcrigError as e:
-        _record_run(rec, runner, started, f"failed: {e}")
+        _record_run(rec, runner, started, f"failed: {e}", study_dir)
         write_state(study_dir, state)
         say(f"{spec}: failed: {e}")
         return [f"{spec}: {e}"]
     bad = result.summary.get("failed")
-    _record_run(rec, runner, started, f"failed: {bad} repetition(s) failed" if bad else "done")
+    _record_run(rec, runner, started, f"failed: {bad} repetition(s) failed" if bad else "done", study_dir)
     write_state(study_dir, state)
     say(f"{spec}: {rec['status']} ({rec['seconds']:.0f} s) -> {result.path}")
     return [f"{spec}: {bad} repetition(s) failed"] if bad else []
 
 
-def _record_run(rec: dict, runner: Runner, started: float, status: str) -> None:
+def _record_run(rec: dict, runner: Runner, started: float, status: str, study_dir: Path) -> None:
     rec["status"] = status
     rec["seconds"] = round(time.monotonic() - started, 1) + float(rec.get("seconds") or 0)
     if runner.archive is not None:
-        rec["run_dir"] = str(runner.archive.path)
+        rec["run_dir"] = os.path.relpath(runner.archive.path, study_dir)
 
 
 def _run_guest(name: str, specs: list[str], planned: dict, study_dir: Path, quick: bool, prometheus: str,
@@ -292,7 +298,7 @@ def _run_guest(name: str, specs: list[str], planned: dict, study_dir: Path, quic
     failed = []
     for s in specs:
         rec = state["specs"][s]
-        run_dir = Path(rec["run_dir"]) if rec.get("run_dir") else None
+        run_dir = run_dir_of(study_dir, rec)
         if run_dir is not None and run_dir.is_dir():
             vm.record_vm(run_dir, kernel, mode, options or vm.VmOptions(), [vm._ccrig(), *args])
             rec["testbed"] = "vm"
@@ -314,7 +320,7 @@ def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
     study, _ = load(state.get("folder") or state["study"])
     points, run_dirs = {}, {}
     for spec, rec in state["specs"].items():
-        run_dir = Path(rec["run_dir"]) if rec.get("run_dir") else None
+        run_dir = run_dir_of(study_dir, rec)
         summary = run_dir / "summary.json" if run_dir else None
         if summary is not None and summary.is_file():
             points[spec] = json.loads(summary.read_text()).get("points", [])

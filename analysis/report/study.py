@@ -47,11 +47,10 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
               "## Specs", "", "| spec | answers | testbed | status | time | run | sha256 |",
               "|---|---|---|---|---|---|---|"]
     for spec, rec in state["specs"].items():
-        run_dir = rec.get("run_dir")
         link = "–"
-        if run_dir:
-            rel = os.path.relpath(run_dir, study_dir)
-            link = f"[{Path(run_dir).name}]({rel}/report/report.md)"
+        if rec.get("run_dir"):
+            rel = os.path.relpath(Path(study_dir, rec["run_dir"]), study_dir)
+            link = f"[{Path(rec['run_dir']).name}]({rel}/report/report.md)"
         lines.append(f"| {spec} | {_cell(rec.get('answers', ''))} | {rec.get('testbed', '–')} | {rec['status']} | "
                      f"{float(rec.get('seconds') or 0):.0f} s | {link} | `{rec.get('sha256', '')[:16]}` |")
     if study.get("absent"):
@@ -61,7 +60,7 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
                   for a in study["absent"]]
     figures = []
     for spec, rec in state["specs"].items():   # each run's report: made now, or (runs False) as made before
-        run_dir = Path(rec["run_dir"]) if rec.get("run_dir") else None
+        run_dir = Path(study_dir, rec["run_dir"]) if rec.get("run_dir") else None
         if run_dir is None or not (run_dir / "summary.json").is_file():
             continue
         path = run_report(run_dir, None, 0) if runs else run_dir / "report" / "report.html"

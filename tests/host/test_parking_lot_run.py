@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from support.archive import sent_between
+
 from ccrig.analysis.metrics import payload_capacity
 
 C = payload_capacity(10e6 * 1514 / 1514, 1500)   # one hop's payload capacity at 10 Mbit/s
@@ -28,13 +30,14 @@ def test_three_hops_one_long_flow_and_a_short_one_per_hop(ccrig):
     # each hop's qdisc sent what its flows' senders put on the wire: the long flow on all three, short i on hop i
     with open(rep / "trace.csv") as f:
         trace = list(csv.DictReader(f))
-    sent = {fl: max(int(r["bytes_sent"]) for r in trace if r["flow"] == fl) for fl in "0123"}
     with open(rep / "qdisc.csv") as f:
         q = [r for r in csv.DictReader(f) if r["parent"] == "root"]
     for hop, short in ((("r0", "eth0"), "1"), (("r1", "eth1"), "2"), (("r2", "eth1"), "3")):
         rows_hop = [r for r in q if (r["node"], r["dev"]) == hop]
         assert rows_hop, (hop, {(r["node"], r["dev"]) for r in q})
         through = int(rows_hop[-1]["sent_bytes"]) - int(rows_hop[0]["sent_bytes"])
+        t0, t1 = float(rows_hop[0]["t"]), float(rows_hop[-1]["t"])
+        sent = {fl: sent_between(trace, fl, t0, t1) for fl in "0123"}
         payload = sent["0"] + sent[short]
         # the qdisc counts frames (payload + 66 bytes of headers per 1448): within 5 % of the payload's share
         assert payload * 0.95 <= through * 1448 / 1514 <= payload * 1.05, (hop, through, payload)

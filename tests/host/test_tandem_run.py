@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from support.archive import sent_between
+
 from ccrig.analysis.metrics import payload_capacity
 from ccrig.topologies.named.tandem import TandemSpec
 
@@ -37,7 +39,6 @@ def test_three_hops_one_through_flow_and_one_cross_flow_per_hop(ccrig):
     # each hop's qdisc sent what its flows' senders put on the wire
     with open(rep / "trace.csv") as f:
         trace = list(csv.DictReader(f))
-    sent = {fl: max(int(r["bytes_sent"]) for r in trace if r["flow"] == fl) for fl in "0123"}
     with open(rep / "qdisc.csv") as f:
         q = [r for r in csv.DictReader(f) if r["parent"] == "root"]
     topo = TandemSpec.model_validate(TOPOLOGY).build(4)
@@ -46,6 +47,8 @@ def test_three_hops_one_through_flow_and_one_cross_flow_per_hop(ccrig):
         rows_hop = [r for r in q if (r["node"], r["dev"]) == hop]
         assert rows_hop, (hop, {(r["node"], r["dev"]) for r in q})
         through = int(rows_hop[-1]["sent_bytes"]) - int(rows_hop[0]["sent_bytes"])
+        t0, t1 = float(rows_hop[0]["t"]), float(rows_hop[-1]["t"])
+        sent = {fl: sent_between(trace, fl, t0, t1) for fl in "0123"}
         payload = sent["0"] + sent[cross]
         # the qdisc counts frames (payload + 66 bytes of headers per 1448): within 5 % of the payload's share
         assert payload * 0.95 <= through * 1448 / 1514 <= payload * 1.05, (hop, through, payload)
