@@ -376,7 +376,8 @@ def _trend_verdict(series: list[tuple[Any, Value]], sign: int) -> tuple[str, str
         return "holds", "the ends differ beyond their intervals"
     if s * sign < 0 and -d.mean * sign > d.half:
         return "fails", "the ends differ the other way beyond their intervals"
-    return "inconclusive", f"the ends are within their intervals (slope {'with' if s * sign > 0 else 'against'} the claim)"
+    lean = "with" if s * sign > 0 else "against"
+    return "inconclusive", f"the ends are within their intervals (slope {lean} the claim)"
 
 
 def _show(series: list[tuple[Any, Value]]) -> str:

@@ -12,6 +12,7 @@ with --resume DIR: finished specs are kept, an unfinished run continues where it
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -162,11 +163,11 @@ def run_dir_of(study_dir: Path, rec: dict) -> Path | None:
 
 
 def new_state(study: Study, folder: Path, quick: bool) -> dict:
-    import hashlib
-    return {"study": study.name, "folder": str(folder.resolve()), "title": study.title, "quick": quick, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "host_kernel": platform.release(), "specs": {
-                s.spec: {"sha256": hashlib.sha256(spec_path(folder, s.spec).read_bytes()).hexdigest(),
-                         "answers": s.answers, "status": "pending", "run_dir": None} for s in study.specs}}
+    """study.json of a new study directory: the study, where its folder is, and each spec's hash and status."""
+    specs = {s.spec: {"sha256": hashlib.sha256(spec_path(folder, s.spec).read_bytes()).hexdigest(),
+                      "answers": s.answers, "status": "pending", "run_dir": None} for s in study.specs}
+    return {"study": study.name, "folder": str(folder.resolve()), "title": study.title, "quick": quick,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host_kernel": platform.release(), "specs": specs}
 
 
 # --- running --------------------------------------------------------------------------------------------------
@@ -189,8 +190,9 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         study_dir = Path(resume)
         state = read_state(study_dir)
         if state.get("study") != name or bool(state.get("quick")) != quick:
-            raise InputError(f"--resume: {study_dir} holds study {state.get('study')!r}"
-                             f"{' --quick' if state.get('quick') else ''}; expected {name}{' --quick' if quick else ''}")
+            held = f"{state.get('study')}{' --quick' if state.get('quick') else ''}"
+            wanted = f"{name}{' --quick' if quick else ''}"
+            raise InputError(f"--resume: {study_dir} holds study {held!r}; expected {wanted}")
     else:
         study_dir, state = None, new_state(study, folder, quick)
     todo = [e for e in entries if state["specs"][e.spec]["status"] != "done"]
@@ -286,7 +288,8 @@ def _run_guest(name: str, specs: list[str], planned: dict, study_dir: Path, quic
     --testbed netns` inside it, which records them in study.json; then each run is marked as the vm's (env.json)
     and its samples are backfilled into this machine's Prometheus."""
     options = next((e.vm for e in (planned[s][2] for s in specs) if getattr(e, "vm", None) is not None), None)
-    args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()), "--specs", ",".join(specs),
+    args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()),
+            "--specs", ",".join(specs),
             "--testbed", "netns", "--prometheus", "off", "--no-progress", *(["--quick"] if quick else [])]
     # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
     runs = [(len(specmod.points(raw, e)) * e.repetitions * (2 if e.pause_gain else 1), e.duration)

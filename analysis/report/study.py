@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .doc import report as run_report
 
+QUICK = "**quick mode: mechanics only, the verdicts say nothing of the claims**"
 MARK = {"holds": "holds", "fails": "**fails**", "inconclusive": "inconclusive", "not-applicable": "n/a"}
 
 
@@ -29,7 +30,7 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
                                                                   "not-applicable")}
     lines = [f"# {study['title']}", "",
              f"Study `{study['name']}` (seed text {study.get('seed') or '–'}), "
-             f"{'**quick mode: mechanics only, the verdicts say nothing of the claims**' if state.get('quick') else 'full run'}.",
+             f"{QUICK if state.get('quick') else 'full run'}.",
              "",
              f"- run: {state.get('started', '?')} to {state.get('finished', '?')}, {_duration(state)}; "
              f"archive `{study_dir.resolve()}`",
