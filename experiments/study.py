@@ -3,7 +3,7 @@
 
     find() / load(name)               the study folders (experiments/studies/<name>/study.yaml), validated
     run(study, out, quick, ...)       every spec into one study directory (study.json says which run is which)
-    report(study_dir)                 each claim's verdict (analysis.claims) -> claims.md / claims.json + figures
+    report(study_dir)                 each claim's verdict (analysis/verdicts.py) -> claims.md / claims.json + figures
 
 A study directory holds study.json and runs/ (each spec's ordinary run directory). The specs that need the vm
 testbed run together in one guest (one boot, not one per spec: a TCG boot costs 20-30 s), as the same `ccrig
@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ccrig.analysis.claims import Archive, Claim, evaluate, quantities
+from ccrig.analysis.claims import Claim, quantities
+from ccrig.analysis.verdicts import Archive, evaluate
 from ccrig.analysis.report import models, study as study_report
 from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.topologies import testbeds

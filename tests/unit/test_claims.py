@@ -2,7 +2,8 @@
 import pytest
 from pydantic import ValidationError
 
-from ccrig.analysis.claims import Archive, Claim, evaluate
+from ccrig.analysis.claims import Claim
+from ccrig.analysis.verdicts import Archive, evaluate
 
 
 def stat(mean, half=None):
