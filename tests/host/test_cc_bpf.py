@@ -24,9 +24,7 @@ from ccrig.tcp_modules.bpf import struct_ops_maps
 from ccrig.tcp_modules.leftovers import cleanup
 from ccrig.tcp_modules.manager import CcManager
 from ccrig.tcp_modules.systems import available
-from ccrig.topologies.named.dumbbell import DumbbellSpec
-from ccrig.topologies.testbeds.netns import NetnsTestbed
-from support.lawflow import SECONDS, growth_per_rtt, law_flow, run_events
+from support.lawflow import SECONDS, bottleneck, growth_per_rtt, law_flow, run_events
 
 pytestmark = pytest.mark.host
 
@@ -52,14 +50,9 @@ def commands():
 
 
 @pytest.fixture(scope="module")
-def path(commands):
-    topo = DumbbellSpec.model_validate({"bottleneck": {"rate": "10mbit", "buffer": "24pkt"}}).build(1)
-    bed = NetnsTestbed(topo, commands, PREFIX)
-    try:
-        bed.up()
+def path():
+    with bottleneck(PREFIX, 24) as bed:
         yield bed
-    finally:
-        bed.down()
 
 
 @pytest.fixture(scope="module")

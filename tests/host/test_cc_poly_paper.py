@@ -21,9 +21,7 @@ from ccrig.commands import Commands
 from ccrig.tcp_modules import laws
 from ccrig.tcp_modules.manager import CcManager
 from ccrig.tcp_modules.systems import available
-from ccrig.topologies.named.dumbbell import DumbbellSpec
-from ccrig.topologies.testbeds.netns import NetnsTestbed
-from support.lawflow import growth_per_rtt, law_flow, loss_events
+from support.lawflow import bottleneck, growth_per_rtt, law_flow, loss_events
 
 pytestmark = pytest.mark.host
 
@@ -45,13 +43,8 @@ if _skip_reason():
 
 @pytest.fixture(scope="module")
 def path():
-    topo = DumbbellSpec.model_validate({"bottleneck": {"rate": "10mbit", "buffer": f"{BUFFER}pkt"}}).build(1)
-    bed = NetnsTestbed(topo, Commands(None), PREFIX)
-    try:
-        bed.up()
+    with bottleneck(PREFIX, BUFFER) as bed:
         yield bed
-    finally:
-        bed.down()
 
 
 @pytest.fixture(scope="module")

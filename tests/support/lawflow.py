@@ -10,12 +10,29 @@ import tempfile
 import time
 from pathlib import Path
 
+from contextlib import contextmanager
+
+from ccrig.commands import Commands
 from ccrig.tcp_modules import bpf_fault
+from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 
 SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "sampler.py"
 SECONDS = 4
 OPEN, RECOVERY, LOSS = 0, 3, 4   # tcp_info ca_state: TCP_CA_Open, TCP_CA_Recovery, TCP_CA_Loss
+
+
+@contextmanager
+def bottleneck(prefix: str, buffer_packets: int):
+    """One sender -> router (htb 10 Mbit/s + pfifo of buffer_packets, wire-sized packets) -> one receiver on the
+    netns testbed, torn down afterwards."""
+    topo = DumbbellSpec.model_validate({"bottleneck": {"rate": "10mbit", "buffer": f"{buffer_packets}pkt"}}).build(1)
+    bed = NetnsTestbed(topo, Commands(None), prefix)
+    try:
+        bed.up()
+        yield bed
+    finally:
+        bed.down()
 
 
 def run_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS) -> tuple[dict, list[tuple[float, dict]]]:
