@@ -30,7 +30,9 @@ from ccrig.procs import wait_for_line
 HERE = Path(__file__).parent
 SOURCES = (HERE / "sojourn.bpf.c", HERE / "monitor.c")
 BTF = Path("/sys/kernel/btf/vmlinux")
-TRACEPOINTS = Path("/sys/kernel/tracing/events/qdisc")
+# a tp_btf program attaches through the tracepoint's BTF type, btf_trace_<name>: its presence in the kernel's BTF is
+# what the monitor needs (tracefs need not be mounted: a fresh machine here had no /sys/kernel/tracing)
+TRACEPOINT_TYPES = (b"btf_trace_qdisc_enqueue", b"btf_trace_qdisc_dequeue")
 # the multiarch include directory where Debian keeps asm/types.h (the BPF target has none)
 ASM_INCLUDE = Path("/usr/include/x86_64-linux-gnu")
 MAX_WATCHED = 16   # MAX_TARGETS in sojourn.bpf.c
@@ -62,9 +64,11 @@ def why_not() -> list[str]:
     release = os.uname().release
     if not BTF.exists():
         why.append(f"kernel {release} has no BTF ({BTF}; needs CONFIG_DEBUG_INFO_BTF=y): use the vm testbed")
-    if not (TRACEPOINTS / "qdisc_enqueue").is_dir() or not (TRACEPOINTS / "qdisc_dequeue").is_dir():
-        why.append(f"kernel {release} lacks the qdisc:qdisc_enqueue/qdisc_dequeue tracepoints (Linux 5.17 and "
-                   f"later have them; tracefs at /sys/kernel/tracing): use the vm testbed")
+    else:
+        btf = BTF.read_bytes()
+        if not all(t in btf for t in TRACEPOINT_TYPES):
+            why.append(f"kernel {release} lacks the qdisc:qdisc_enqueue/qdisc_dequeue tracepoints (Linux 5.17 and "
+                       f"later have them; none in its BTF, {BTF}): use the vm testbed")
     obj, exe = built()
     if not (obj.exists() and exe.exists()):
         missing = [t for t in ("clang", "gcc", "bpftool") if shutil.which(t) is None]
