@@ -108,6 +108,11 @@ def compare_summaries(summary_a: dict, keys_a: list[dict[int, str]], summary_b: 
     if len(sa["points"]) != len(sb["points"]):
         raise InputError(f"RUN_B: has {len(sb['points'])} points, RUN_A {len(sa['points'])}; expected two runs "
                          f"of the same spec (the testbed may differ)")
+    for name, s in (("RUN_A", sa), ("RUN_B", sb)):
+        for p in s["points"]:
+            if "failed" in p:   # no repetition finished: nothing to compare (resume the run first)
+                raise InputError(f"{name}: point {p['index']} failed ({p['failed']}); expected every point "
+                                 f"measured (`ccrig run --resume` runs the failed points again)")
     rows = []
     for i, (ca, cb) in enumerate(zip(classes(sa, keys_a), classes(sb, keys_b))):
         if set(ca) != set(cb):

@@ -4,9 +4,9 @@ of one machine from ONE process.
 
 Standard library only, so it ships unchanged to any node: this machine, a Mininet host, a remote host over SSH.
 
-    sampler.py --period 0.02 --ns /run/netns/ccrig-1-s1 --sock 10.0.1.1,40001,10.0.2.1,5201 \
-               --ns ino:4026532 --sock 10.0.2.1,5201,10.0.1.1,40001 ...
-    sampler.py --period 0.02 --match 40001:5201            (the namespace it runs in, every socket dumped)
+    sampler.py --period 0.02 --ns /run/netns/ccrig-1-s1 --sock 10.0.1.1,20001,10.0.2.1,5201 \
+               --ns ino:4026532 --sock 10.0.2.1,5201,10.0.1.1,20001 ...
+    sampler.py --period 0.02 --match 20001:5201            (the namespace it runs in, every socket dumped)
 
 --ns names a namespace by path (/run/netns/NAME, /proc/PID/ns/net) or by inode (`ino:N`, as a node reports
 `stat -L -c %i /proc/self/ns/net`; found under /run/netns or /proc/*/ns/net). A netlink socket created while
@@ -31,7 +31,7 @@ stays the sampler wherever no compiler is at hand (a remote host over SSH, where
 namespace's dump (--match) that tests and tools use.
 
 Every period it prints one JSON line:
-    {"t": <unix time>, "s": {"40001:5201": {field: value, ...}, ...}, "cpu": <its CPU seconds so far>}
+    {"t": <unix time>, "s": {"20001:5201": {field: value, ...}, ...}, "cpu": <its CPU seconds so far>}
 Fields are struct tcp_info's (linux/include/uapi/linux/tcp.h) that the metrics need, plus the socket's
 congestion control (INET_DIAG_CONG). The first line comes after the first poll (the caller's clock starts
 there). It stops on SIGTERM/SIGINT or when stdout closes.

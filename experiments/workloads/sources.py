@@ -2,11 +2,11 @@
 and small TCP messages after think times (interactive), each with a receiver that logs every packet's send
 and receipt time.
 
-    receiver:  python sources.py udp-recv --port 5201 --key 5201:40001
-    sender:    python sources.py udp-send --to 198.18.2.2 --port 5201 --cport 40001 --pattern poisson \
+    receiver:  python sources.py udp-recv --port 5201 --key 5201:20001
+    sender:    python sources.py udp-send --to 198.18.2.2 --port 5201 --cport 20001 --pattern poisson \
                    --pps 1000 --size 1472 --duration 30
-    receiver:  python sources.py msg-recv --port 5202 --key 5202:40002
-    sender:    python sources.py msg-send --to 198.18.2.3 --port 5202 --cport 40002 --size 40 --think 5 \
+    receiver:  python sources.py msg-recv --port 5202 --key 5202:20002
+    sender:    python sources.py msg-send --to 198.18.2.3 --port 5202 --cport 20002 --size 40 --think 5 \
                    --gaps exponential --duration 30 --cc cubic
 
 Why a program of our own and not iperf3 -u or D-ITG (measured on this 2-core machine, kernel 6.18, one veth

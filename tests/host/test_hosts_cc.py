@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from ccrig.commands import Commands
+from ccrig.experiments.workloads.base import CLIENT_PORT
 from ccrig.tcp_modules import bpfobj, laws, manager
 from ccrig.tcp_modules.manager import generated_name, struct_ops_maps
 from ccrig.topologies.testbeds.netns import pids_in
@@ -145,7 +146,7 @@ def test_bpf_law_is_registered_on_each_sender_host_over_ssh_and_removed(bed, tmp
         # each sender's data socket as its own host's kernel reports it (ss: INET_DIAG, TCP_INFO and the cc)
         while not done.is_set():
             for i, h in enumerate(SENDERS):
-                out = bed.exec(h, ["ss", "-Htin", "state", "established", f"( sport = :{40001 + i} )"],
+                out = bed.exec(h, ["ss", "-Htin", "state", "established", f"( sport = :{CLIENT_PORT + i} )"],
                                check=False).stdout
                 seen[h] |= {w for w in out.split() if manager.NAME_RE.match(w)}
             time.sleep(0.3)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ccrig.analysis import pcap
+from ccrig.experiments.workloads.base import CLIENT_PORT
 from ccrig.qdiscs import sojourn
 from conftest import CCRIG, ROOT, dumbbell
 
@@ -39,7 +40,7 @@ def test_the_capture_holds_every_data_segment_tcp_info_counts(run):
     assert cap["capped"] is False and all(l["dropped_by_capture"] == 0 for l in cap["links"]), cap
     flow0 = next(f for f in cap["flows"] if f["flow"] == 0)
     # the receiver's link: what arrived at d1, counted independently of TCP (the pcap's own records)
-    seen = pcap.data_packets(_rep(run) / "capture-d1-r2.pcap", dport=5201, sport=40001)
+    seen = pcap.data_packets(_rep(run) / "capture-d1-r2.pcap", dport=5201, sport=CLIENT_PORT)
     assert sum(seen.values()) == flow0["data_packets"]["d1-r2"]
     assert flow0["receiver_data_segs_in"] > 3000
     assert abs(flow0["data_packets"]["d1-r2"] - flow0["receiver_data_segs_in"]) <= 0.01 * flow0["receiver_data_segs_in"]
@@ -80,7 +81,7 @@ def test_the_report_draws_the_time_sequence_graph_from_the_capture(run):
     p = subprocess.run([*CCRIG, "report", str(run)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     report = run / "report"
-    [ts] = [t for t in pcap.time_sequences(_rep(run) / "capture-d1-r2.pcap") if t.flow[1] == 40001]
+    [ts] = [t for t in pcap.time_sequences(_rep(run) / "capture-d1-r2.pcap") if t.flow[1] == CLIENT_PORT]
     assert ts.retransmits, "a 15-packet buffer must have made the flow retransmit"
     png = report / "timeseq_p000_d1-r2_0.png"
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -43,6 +43,16 @@ def test_not_a_run_directory_is_named(tmp_path):
         compare(a, tmp_path / "missing")
 
 
+def test_a_failed_point_is_named_not_compared(tmp_path):
+    a = run_dir(tmp_path, "a", [1.0e6, 2.0e6, 3.0e6, 1.5e6], 7.5e6)
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "spec.yaml").write_text(yaml.safe_dump(SPEC))
+    (b / "summary.json").write_text(json.dumps({"points": [{"index": 0, "failed": "iperf3 flow 1: refused"}]}))
+    with pytest.raises(InputError, match=r"RUN_B: point 0 failed \(iperf3 flow 1: refused\); expected every"):
+        compare(a, b)
+
+
 def test_ratios_carry_an_interval_from_the_repetitions(tmp_path):
     """Three repetitions each: the class of two cubic flows is judged by its repetitions' means, a flow alone
     and the system by their own summaries; one repetition of a class of several gives no interval."""

@@ -67,9 +67,9 @@ def test_files_flow_pins_the_bulk_flows_ports():
     f = Flow(exp.flows[0].workload, 3, "reno", "reno", "s1", "d1", start=0.0, duration=10.0)
     b = Flow(Bulk(), 3, "reno", "reno", "s1", "d1", start=0.0, duration=10.0)
     assert isinstance(f.workload, Files) and type(b.workload) is Bulk
-    assert (f.sender_key, f.receiver_key) == (b.sender_key, b.receiver_key) == ("40004:5204", "5204:40004")
+    assert (f.sender_key, f.receiver_key) == (b.sender_key, b.receiver_key) == ("20004:5204", "5204:20004")
     argv = f.client_argv("198.18.9.2")
-    assert argv[argv.index("--cport") + 1] == "40004" and argv[argv.index("--port") + 1] == "5204"
+    assert argv[argv.index("--cport") + 1] == "20004" and argv[argv.index("--port") + 1] == "5204"
     assert argv[argv.index("--size") + 1] == "80000b" and argv[argv.index("--cc") + 1] == "reno"
     assert f.server_argv("198.18.9.2")[1:] == ["serve", "--bind", "198.18.9.2", "--port", "5204"]
     assert f.output_name == "transfers-3.csv" and b.output_name == "iperf3-3.json"

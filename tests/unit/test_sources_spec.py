@@ -61,9 +61,9 @@ def test_udp_programs_are_the_sources_script_on_the_flows_ports():
     f = Flow(w, 2, "cubic", "cubic", "s3", "d3", start=0.0, duration=8.0)
     server = f.server_argv("198.18.0.6")
     assert server[0].endswith("experiments/workloads/sources.py") and server[1] == "udp-recv"
-    assert server[server.index("--port") + 1] == "5203" and server[server.index("--key") + 1] == "5203:40003"
+    assert server[server.index("--port") + 1] == "5203" and server[server.index("--key") + 1] == "5203:20003"
     client = f.client_argv("198.18.0.6")
-    assert client[1] == "udp-send" and client[client.index("--cport") + 1] == "40003"
+    assert client[1] == "udp-send" and client[client.index("--cport") + 1] == "20003"
     assert [client[client.index(k) + 1] for k in ("--pattern", "--pps", "--size", "--on", "--off", "--periods",
                                                    "--duration")] == ["onoff", "1000", "200", "1", "2", "fixed", "8"]
     assert w.script and not w.tcp_info and w.wait_go == ("--wait-go",)

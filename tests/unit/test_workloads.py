@@ -30,7 +30,7 @@ def test_bulk_flow_is_an_iperf3_pair_and_reads_its_json(tmp_path):
     assert f.server_argv("198.18.0.2") == ["iperf3", "--server", "--one-off", "--bind", "198.18.0.2",
                                            "--port", "5203"]
     argv = f.client_argv("198.18.0.2")
-    assert argv[argv.index("--cport") + 1] == "40003" and argv[argv.index("--time") + 1] == "10"
+    assert argv[argv.index("--cport") + 1] == "20003" and argv[argv.index("--time") + 1] == "10"
     (tmp_path / f.output_name).write_text(json.dumps({"end": {"sum_received": {"bytes": 1234}}}))
     assert f.workload.received_bytes(f, f.workload.result(f, tmp_path)) == 1234
     (tmp_path / f.output_name).write_text(json.dumps({"error": "unable to connect"}))
