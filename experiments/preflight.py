@@ -50,7 +50,7 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
         for lst in topo.interfaces().values():
             for x in lst:
                 try:
-                    egress_argv(x.name, x.egress, topo.mtu, max(1, len(topo.pairs)), sources)
+                    egress_argv(x.name, x.egress, topo.mtu, max(1, len(topo.pairs)), sources, topo.gso)
                 except ValueError as e:
                     raise InputError(f"topology ({x.node}->{x.peer} link): {e}") from None
     bed = testbed_class(points[0].experiment)

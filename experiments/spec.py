@@ -131,6 +131,14 @@ class _Experiment(BaseModel):
         return v
 
     @model_validator(mode="after")
+    def _gso(self):
+        if getattr(self.topology, "gso", False) and self.testbed != "auto" and not testbeds.get(self.testbed).gso:
+            able = " or ".join(k for k, t in testbeds.available().items() if t.gso)
+            raise ValueError(f"topology.gso: got true on testbed {self.testbed!r}; expected testbed {able} (the "
+                             f"others send wire packets on every hop), or gso: false")
+        return self
+
+    @model_validator(mode="after")
     def _capture_links(self):
         if self.capture is not None:   # each link named must be one of the topology's
             capture_interfaces(self.capture, self.topology.build(self.n_flows))

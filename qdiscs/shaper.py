@@ -5,6 +5,18 @@
     tc qdisc add dev D parent 1:1 handle 10: <discipline>
 
 htb's quantum is set to one wire packet so low rates do not warn and scheduling stays packet-fair.
+
+With `gso` (topology.gso: senders hand the network super-packets of up to 64 KB, so a hop costs one skb per
+super-packet instead of one per frame) the shaper is tbf instead, with a peak-rate bucket smaller than any
+super-packet of two segments: tbf cuts every packet longer than that bucket into wire packets as it enters
+(sch_tbf.c: tbf_segment), so the discipline under it still queues, counts and drops wire packets:
+
+    tc qdisc add dev D root handle 1: tbf rate R burst B peakrate P mtu M limit L
+    tc qdisc add dev D parent 1:1 handle 10: <discipline>
+
+B is 1 ms of the rate (at least M): a bucket of one frame would need a timer per frame, which caps one flow
+near 0.7 of 1 Gbit/s here; htb too lets a class run ahead of its rate. P = 10 R bounds how fast such a burst
+leaves (a link ten times faster than the bottleneck).
 """
 from __future__ import annotations
 
@@ -18,13 +30,33 @@ CLASS = "1:1"
 LEAF = "10:"
 
 
-def shaped_argv(dev: str, rate_bps: float, leaf: Qdisc, buffer: Size | None, mtu: int,
-                flows: int = 1, flow_sources: Sequence[str] | None = None) -> list[list[str]]:
-    wire = wire_bytes(mtu)
+GSO_BURST_S = 0.001   # tbf's bucket under gso, in time at the rate
+GSO_PEAK = 10         # its peak rate, in multiples of the rate
+
+
+def gso_mtu(mtu: int) -> int:
+    """tbf's peak-rate bucket under gso, the most it takes whole: below the shortest super-packet of two segments
+    (2 x (mtu - 20 - 60) + 14 + 20 + 60 = 2 mtu - 66 bytes, with the longest TCP header), so tbf cuts every
+    super-packet, and above one wire packet, so a frame passes."""
+    return 2 * mtu - 67
+
+
+def shaper_argv(dev: str, rate_bps: float, mtu: int, gso: bool = False) -> list[list[str]]:
+    """The root that sets the rate, with CLASS (1:1) as the place for the discipline."""
     rate = f"{round(rate_bps)}bit"
+    if gso:   # limit: the default inner bfifo's bytes, replaced by the discipline at once
+        burst = max(gso_mtu(mtu), round(rate_bps / 8 * GSO_BURST_S))
+        return [["tc", "qdisc", "add", "dev", dev, "root", "handle", ROOT, "tbf", "rate", rate, "burst", str(burst),
+                 "peakrate", f"{round(rate_bps * GSO_PEAK)}bit", "mtu", str(gso_mtu(mtu)),
+                 "limit", str(wire_bytes(mtu))]]
     return [
         ["tc", "qdisc", "add", "dev", dev, "root", "handle", ROOT, "htb", "default", "1"],
         ["tc", "class", "add", "dev", dev, "parent", ROOT, "classid", CLASS, "htb",
-         "rate", rate, "ceil", rate, "quantum", str(wire)],
-        *leaf.setup_argv(dev, CLASS, LEAF, buffer, rate_bps, mtu, flows, flow_sources=flow_sources),
+         "rate", rate, "ceil", rate, "quantum", str(wire_bytes(mtu))],
     ]
+
+
+def shaped_argv(dev: str, rate_bps: float, leaf: Qdisc, buffer: Size | None, mtu: int,
+                flows: int = 1, flow_sources: Sequence[str] | None = None, gso: bool = False) -> list[list[str]]:
+    return [*shaper_argv(dev, rate_bps, mtu, gso),
+            *leaf.setup_argv(dev, CLASS, LEAF, buffer, rate_bps, mtu, flows, flow_sources=flow_sources)]

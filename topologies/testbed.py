@@ -37,6 +37,9 @@ class Testbed(ABC):
     # it runs the whole spec somewhere else (the vm testbed: a guest kernel) instead of realising the topology
     # in this process; the command line then hands the run over to run_elsewhere()
     elsewhere: ClassVar[bool] = False
+    # it builds a topology with `gso: true` (senders keep their super-packets, tbf cuts them at each shaped link:
+    # qdiscs/shaper.py); the others send wire packets everywhere and refuse it
+    gso: ClassVar[bool] = False
     # popen() returns the process itself, so a signal sent to its pid reaches the command (not so when it is a
     # local ssh client standing for a remote one): the workloads may start senders early and signal them to go
     signals_reach_popen = False

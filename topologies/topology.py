@@ -64,6 +64,8 @@ class Topology:
     # the link and direction whose egress is the bottleneck: (a, b) means a's egress toward b
     bottleneck: tuple[str, str] | None = None
     mtu: int = 1500
+    # senders hand super-packets to the network; every shaped egress cuts them into wire packets (qdiscs/shaper.py)
+    gso: bool = False
 
     @property
     def wire(self) -> int:

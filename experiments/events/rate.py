@@ -23,6 +23,9 @@ class RateChange(LinkEvent):
     uses_dropper = False
 
     def check(self, topology: Topology, netem: bool) -> str | None:
+        if topology.gso:   # tbf's `change` would also reset a fifo child's limit to tbf's own (fifo_set_limit)
+            return (f"link {self.link}: a rate event needs htb's class, and topology.gso shapes with tbf; expected "
+                    f"gso: false")
         if topology.egress_of(*self.ends).egress.rate is None:
             return (f"link {self.link} has no rate of its own to change (only a shaped link's htb class can "
                     f"change rate)")

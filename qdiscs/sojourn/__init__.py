@@ -229,8 +229,10 @@ class QueueMonitor:
             with open(self.events_path, "rb") as src, gzip.open(self.out / RAW_NAME, "wb", compresslevel=3) as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
             self.events_path.unlink()
+        # sojourns: the dequeued packets whose enqueue was seen. Not those tbf cut from a super-packet
+        # (topology.gso): the root's enqueue event names the super-packet, its pieces are new skbs
         return {"method": METHOD, "qdiscs": [w.label for w in self.watched], "events": self.totals["events"],
-                "lost_events": self.lost, "raw": RAW_NAME, "raw_format": RAW_FORMAT,
+                "sojourns": self.totals["sojourns"], "lost_events": self.lost, "raw": RAW_NAME, "raw_format": RAW_FORMAT,
                 "clock_offset_s": self.mono_offset}
 
 

@@ -44,7 +44,7 @@ def _spec(flows: int, rate: str) -> str:
             f"duration: {DURATION_S}s\ninterval: 1s\nwarmup: 1\n")
 
 
-def _cell(path: Path, out: Path, label: str) -> dict:
+def run_cell(path: Path, out: Path, label: str, duration_s: float = DURATION_S) -> dict:
     t = time.monotonic()
     p = subprocess.run([*CCRIG, "run", str(path), "--out", str(out), "--prometheus", "off", "--no-progress",
                         "--json"], capture_output=True, text=True, cwd=ROOT, timeout=1800)
@@ -66,7 +66,7 @@ def _cell(path: Path, out: Path, label: str) -> dict:
             if rec["labels"].get("rep") is not None:
                 setup = rec["ts"] - summary["interval_s"] - (run_dir / "spec.yaml").stat().st_mtime
                 break
-    cell.update({"duration_s": DURATION_S, "overhead_s": round(wall - DURATION_S, 2),
+    cell.update({"duration_s": duration_s, "overhead_s": round(wall - duration_s, 2),
                  "setup_s": round(setup, 2) if setup is not None else None,
                  "goodput_of_t_max": fid.get("goodput_of_t_max"), "verdict": point["fidelity"]["verdict"],
                  "reasons": point["fidelity"]["reasons"], "sampler_cpu_cores": fid.get("sampler_cpu_cores"),
@@ -88,9 +88,9 @@ def run() -> dict:
         for flows, rate in _cells():
             spec = Path(tmp) / f"{flows}x{rate}.yaml"
             spec.write_text(_spec(flows, rate))
-            cells.append({"flows": flows, "rate": rate, **_cell(spec, out, f"{flows}x{rate}")})
+            cells.append({"flows": flows, "rate": rate, **run_cell(spec, out, f"{flows}x{rate}")})
             print(json.dumps(cells[-1]), flush=True)
-        default = _cell(ROOT / "experiments" / "specs" / "default.yaml", out, "default")
+        default = run_cell(ROOT / "experiments" / "specs" / "default.yaml", out, "default")
     # the sampler's CPU at 100 flows as measured (a smaller run scaled up would count its fixed cost per poll
     # as if it grew with the flows)
     at100 = [c["sampler_cpu_cores"] for c in cells if c["flows"] == 100 and c.get("sampler_cpu_cores") is not None]

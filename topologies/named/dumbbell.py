@@ -135,7 +135,7 @@ def add_pair_links(topo: Topology, sender: str, first: str, last: str, receiver:
 
 class DumbbellSpec(BaseModel):
     """topology: {name: dumbbell, bottleneck: {rate, buffer, qdisc}, rtt, loss, access: {rate}, pairs,
-    per_pair: [{rate, rtt, loss}, ...]}"""
+    per_pair: [{rate, rtt, loss}, ...], mtu, gso}"""
     model_config = ConfigDict(extra="forbid")
     name: Literal["dumbbell"] = "dumbbell"
     bottleneck: Bottleneck
@@ -148,6 +148,9 @@ class DumbbellSpec(BaseModel):
     # entry i: pair i+1's own access rate, RTT and loss, each overriding access.rate, rtt and loss
     per_pair: list[PairLink] = []
     mtu: MtuField = 1500
+    # senders keep TCP's super-packets and each shaped link cuts them into wire packets (qdiscs/shaper.py):
+    # a higher ceiling for one machine, queues still counted in wire packets
+    gso: bool = False
 
     @model_validator(mode="after")
     def _ranges(self):
@@ -166,7 +169,7 @@ class DumbbellSpec(BaseModel):
     def build(self, flows: int) -> Topology:
         n = self.pairs or flows
         check_pair_count(self.per_pair, n)
-        topo = Topology("dumbbell", mtu=self.mtu)
+        topo = Topology("dumbbell", mtu=self.mtu, gso=self.gso)
         r1, r2 = topo.add_node("r1", "router"), topo.add_node("r2", "router")
         b = self.bottleneck
         topo.add_link(r1, r2, a_to_b=Egress(rate=b.rate, buffer=b.buffer, qdisc=b.qdisc))

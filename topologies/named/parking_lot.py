@@ -54,6 +54,7 @@ class ParkingLotSpec(BaseModel):
     rtt: TimeField = 0.0
     access_rate: RateField | None = None
     mtu: MtuField = 1500
+    gso: bool = False   # as the dumbbell's (topologies/named/dumbbell.py)
 
     @model_validator(mode="after")
     def _ranges(self):
@@ -70,7 +71,7 @@ class ParkingLotSpec(BaseModel):
         return self
 
     def build(self, flows: int) -> Topology:
-        topo = Topology("parking_lot", mtu=self.mtu)
+        topo = Topology("parking_lot", mtu=self.mtu, gso=self.gso)
         routers = chain(topo, self.hops, self.link)
         groups = [("l", routers[0], routers[-1], self.pairs.long)]
         groups += [(f"s{i}_", routers[i - 1], routers[i], self.pairs.short) for i in range(1, self.hops + 1)]

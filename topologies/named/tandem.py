@@ -73,6 +73,7 @@ class TandemSpec(BaseModel):
     # entry i: the pair at position i+1 (through pairs first), each key overriding access_rate, rtt and loss
     per_pair: list[PairLink] = []
     mtu: MtuField = 1500
+    gso: bool = False   # as the dumbbell's (topologies/named/dumbbell.py)
 
     @model_validator(mode="after")
     def _ranges(self):
@@ -104,7 +105,7 @@ class TandemSpec(BaseModel):
         return self.pairs.through + sum(g.count for g in self.pairs.groups(self.hops))
 
     def build(self, flows: int) -> Topology:
-        topo = Topology("tandem", mtu=self.mtu)
+        topo = Topology("tandem", mtu=self.mtu, gso=self.gso)
         routers = chain(topo, self.hops, self.link)
         groups = [(f"t{k}", routers[0], routers[-1]) for k in range(1, self.pairs.through + 1)]
         groups += [(f"c{j}_{k}", routers[g.first - 1], routers[g.last])

@@ -4,7 +4,10 @@ Names: namespace `<prefix>-<node>` (prefix such as `ccrig-4242`), interfaces eth
 namespace, so nothing ccrig makes lives in the root namespace and `ccrig clean` finds it all by prefix.
 
 Every interface sends wire-sized packets: without gso_max_segs 1 / gso_max_size 1514 and tso/gso/gro off, TCP
-hands the qdisc ~64 KB super-packets and a "15-packet" pfifo holds hundreds of wire packets (DESIGN.md).
+hands the qdisc ~64 KB super-packets and a "15-packet" pfifo holds hundreds of wire packets (DESIGN.md). A
+topology with `gso: true` keeps the super-packets (one skb per 64 KB on the hops before a shaper, the per-packet
+cost that caps one flow near 420 Mbit/s here otherwise) and its shaped links cut them (qdiscs/shaper.py); GRO
+stays off, so nothing merges them again.
 
 Setup is batched: one shell runs `ip -batch` and `tc -batch` per namespace (Commands.script), so a 30-sender
 dumbbell comes up in about a second; commands.log holds the script as a here-document.
@@ -26,6 +29,7 @@ NETNS_DIR = Path("/run/netns")
 class NetnsTestbed(Testbed):
     kind = "netns"
     signals_reach_popen = True
+    gso = True
 
     @classmethod
     def clean(cls, commands: Commands, prefix: str, keep) -> list[str]:
@@ -49,14 +53,15 @@ class NetnsTestbed(Testbed):
         ifs = topo.interfaces()
         wire = str(topo.wire)
         root: list[list[str]] = [["netns", "add", self.ns(n.name)] for n in topo.nodes]
+        sized = [] if topo.gso else ["gso_max_segs", "1", "gso_max_size", wire]
+        offloads = ["gro", "off"] if topo.gso else ["tso", "off", "gso", "off", "gro", "off"]
         for link in topo.links:
             a = topo.egress_of(link.a, link.b)
             b = topo.egress_of(link.b, link.a)
             # both ends are created inside their namespaces, wire-sized from the start
-            root.append(["link", "add", a.name, "netns", self.ns(link.a), "mtu", str(topo.mtu),
-                         "gso_max_segs", "1", "gso_max_size", wire, "type", "veth",
-                         "peer", "name", b.name, "netns", self.ns(link.b), "mtu", str(topo.mtu),
-                         "gso_max_segs", "1", "gso_max_size", wire])
+            root.append(["link", "add", a.name, "netns", self.ns(link.a), "mtu", str(topo.mtu), *sized,
+                         "type", "veth", "peer", "name", b.name, "netns", self.ns(link.b), "mtu", str(topo.mtu),
+                         *sized])
         c.batch(["ip", "-batch", "-"], root)
         routes = topo.routes()
         flows = max(1, len(topo.pairs))
@@ -84,8 +89,9 @@ class NetnsTestbed(Testbed):
             steps.append((["ip", "-n", ns, "-batch", "-"], batch_text(lines)))
             for x in ifs[node.name]:
                 # offloads are ethtool's alone; GRO at a router's ingress would re-merge packets
-                steps.append(([*enter, "ethtool", "-K", x.name, "tso", "off", "gso", "off", "gro", "off"], None))
-            tc = [argv[1:] for x in ifs[node.name] for argv in egress_argv(x.name, x.egress, topo.mtu, flows, sources)]
+                steps.append(([*enter, "ethtool", "-K", x.name, *offloads], None))
+            tc = [argv[1:] for x in ifs[node.name]
+                  for argv in egress_argv(x.name, x.egress, topo.mtu, flows, sources, topo.gso)]
             if tc:
                 steps.append((["tc", "-n", ns, "-batch", "-"], batch_text(tc)))
         c.script(steps)

@@ -158,6 +158,7 @@ class VmTestbed(Testbed):
     kind = "vm"
     options = VmOptions
     elsewhere = True
+    gso = True   # the guest's netns testbed builds it
 
     @classmethod
     def needs(cls, experiment) -> list[Need]:
