@@ -33,6 +33,7 @@ RATES_MBIT = [100, 300, 500, 700, 850, 1000, 1500]
 GOAL = 0.97
 # and the 15-packet buffer of tests/host/test_dumbbell.py at 1 Gbit/s: never more than 15 wire packets
 SMALL = (1000, 15)
+TCLINK_MAX_MBIT = 1000   # TCLink ignores a larger bw ("outside supported range 0..1000")
 
 
 def _spec(rate_mbit: int, gso: bool, buffer: int) -> str:
@@ -117,7 +118,7 @@ def run() -> dict:
                          "queue_max_packets": _occupancy_max(out, cell), "buffer_packets": buffer})
             cells.append(cell)
             print(json.dumps(cell), flush=True)
-        for rate in RATES_MBIT:
+        for rate in [r for r in RATES_MBIT if r <= TCLINK_MAX_MBIT]:
             cells.append(_tclink(rate))
             print(json.dumps(cells[-1]), flush=True)
     fastest = {}

@@ -7,7 +7,7 @@ Wall time = start-up (Python, preflight, the congestion controls) + setup (above
 
 Goals: 100 bulk flows at 100 Mbit/s for 20 s finish within 40 s of wall time; the sampler uses < 5 % of one core
 per 100 flows at 50 Hz; a CPU-limited point (one flow at several Gbit/s here) is labelled testbed-limited and
-the default spec ok.
+the default spec ok; SIGINT during a 100-flow run's set-up ends it within 5 s, leaving nothing.
 
 Run as root: `make bench BENCH=scale` -> results/bench/scale.json. The grid is long (about a minute per cell at
 20 s); CCRIG_BENCH_SCALE="FLOWSxRATE,..." (e.g. "100x100mbit,1x5gbit") runs only those cells.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,36 @@ def run_cell(path: Path, out: Path, label: str, duration_s: float = DURATION_S) 
     return cell
 
 
+def sigint_in_setup(path: Path, out: Path, namespaces: int, after_s: float = 1.0) -> dict:
+    """SIGINT after_s seconds after the run's namespaces all exist (its servers and sampler starting): seconds
+    to exit, and what it left (its namespaces, any process naming its prefix)."""
+    p = subprocess.Popen([*CCRIG, "run", str(path), "--out", str(out), "--prometheus", "off", "--no-progress"],
+                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    prefix = f"ccrig-{p.pid}-"
+    deadline = time.monotonic() + 120
+    while (sum(1 for n in _namespaces() if n.startswith(prefix)) < namespaces and time.monotonic() < deadline
+           and p.poll() is None):
+        time.sleep(0.005)
+    time.sleep(after_s)
+    seen = sum(1 for n in _namespaces() if n.startswith(prefix))
+    log = "".join(f.read_text() for f in out.glob("*/commands.log"))
+    t = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=300)
+    took = time.monotonic() - t
+    left = [n for n in _namespaces() if n.startswith(prefix)]
+    procs = subprocess.run(["pgrep", "-f", prefix], capture_output=True, text=True).stdout.split()
+    return {"namespaces_when_signalled": seen, "clients_started": "--client" in log, "exit": p.returncode, "exit_s_after_sigint": round(took, 2),
+            "left_namespaces": len(left), "left_processes": len(procs), "stderr_tail": err.strip()[-200:]}
+
+
+def _namespaces() -> list[str]:
+    try:
+        return os.listdir("/run/netns")
+    except FileNotFoundError:
+        return []
+
+
 def _cells() -> list[tuple[int, str]]:
     only = os.environ.get("CCRIG_BENCH_SCALE")
     if only:
@@ -91,11 +122,14 @@ def run() -> dict:
             cells.append({"flows": flows, "rate": rate, **run_cell(spec, out, f"{flows}x{rate}")})
             print(json.dumps(cells[-1]), flush=True)
         default = run_cell(ROOT / "experiments" / "specs" / "default.yaml", out, "default")
+        spec = Path(tmp) / "sigint.yaml"
+        spec.write_text(_spec(100, "100mbit"))
+        sigint = sigint_in_setup(spec, out / "sigint", 2 * 100 + 2)   # senders, receivers, two routers
     # the sampler's CPU at 100 flows as measured (a smaller run scaled up would count its fixed cost per poll
     # as if it grew with the flows)
     at100 = [c["sampler_cpu_cores"] for c in cells if c["flows"] == 100 and c.get("sampler_cpu_cores") is not None]
     target = next((c for c in cells if c["flows"] == 100 and c["rate"] == "100mbit"), None)
-    return {"cells": cells, "default": default,
+    return {"cells": cells, "default": default, "sigint_in_100_flow_setup": sigint,
             "goals": {"wall_100x100mbit_s": target and target["wall_s"], "wall_goal_s": GOAL_WALL_S,
                       "sampler_cores_at_100_flows": max(at100) if at100 else None,
                       "sampler_goal_cores": GOAL_SAMPLER_CORE}}
