@@ -27,6 +27,21 @@ LATE_FACTOR = 3.0     # a poll this many periods after the previous one is late
 LATE_SHARE = 0.05     # of the polls
 
 
+def greedy(topology, flows, spec_flows) -> bool:
+    """Whether goodput below T_max can only mean the machine: every flow bulk and sending from start to end
+    without a window cap (max_window), and nothing but the queues to hold them back, that is no rate or random
+    loss on any other egress (an access link, a pair's own rate or loss, a loss on the receivers' links)."""
+    if not all(f.workload.kind == "bulk" and f.start == 0 for f in flows) or \
+            any(f.stop is not None or f.max_window is not None for f in spec_flows):
+        return False
+    queues = set(topology.queues())
+    for link in topology.links:
+        for end, egress in (((link.a, link.b), link.a_to_b), ((link.b, link.a), link.b_to_a)):
+            if end not in queues and (egress.rate is not None or egress.loss):
+                return False
+    return True
+
+
 def cpu_times() -> dict[str, tuple[int, int]]:
     """/proc/stat: per cpu (and "cpu", all of them) its (busy, total) jiffies."""
     out = {}

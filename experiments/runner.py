@@ -376,10 +376,7 @@ class Runner:
         qdisc_prev = self._with_links(self._qdisc_totals(queues, upstream, tables, 0.0))
         # issue 17: the run certifies itself (CPU, the bottleneck's dequeue rate and queue, the sampler's lateness)
         monitor = fidelity.Monitor(rate, t_max, exp.warmup, qdisc_prev["rows"],
-                                   # bulk flows from the start, nothing but the bottleneck to limit them
-                                   greedy=all(f.workload.kind == "bulk" for f in flows)
-                                   and min(f.start for f in flows) == 0 and not getattr(exp.topology, "loss", 0)
-                                   and getattr(getattr(exp.topology, "access", None), "rate", None) is None,
+                                   greedy=fidelity.greedy(topo, flows, exp.flows),
                                    steady=self.pause is None and not getattr(exp, "events", None))
         tables.intervals.add_columns(["active", "fair_share_bps", "link_dropped"])   # issue 15
         if exp.queue_monitor:
