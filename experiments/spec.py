@@ -131,6 +131,13 @@ class _Experiment(BaseModel):
         return v
 
     @model_validator(mode="after")
+    def _builds(self):
+        # what only the flows' count decides (a dumbbell's per_pair entries against its pairs) is checked here,
+        # so its error names the spec file as every other field's does
+        self.topology.build(self.n_flows)
+        return self
+
+    @model_validator(mode="after")
     def _gso(self):
         if getattr(self.topology, "gso", False) and self.testbed != "auto" and not testbeds.get(self.testbed).gso:
             able = " or ".join(k for k, t in testbeds.available().items() if t.gso)
