@@ -144,6 +144,15 @@ class Topology:
         return out
 
 
+    def own_namespace_routes(self) -> dict[str, list[tuple[str, str]]]:
+        """routes() for nodes in network namespaces of their own (netns, Mininet): a host with one interface gets
+        one default route instead of one per subnet (a 30-sender dumbbell's hosts would otherwise add thousands),
+        which clobbers nothing there. A lab host keeps its own default route: the hosts testbed uses routes()."""
+        ifs = self.interfaces()
+        return {node: [("default", ifs[node][0].peer_address)] if len(ifs[node]) == 1 and routes else routes
+                for node, routes in self.routes().items()}
+
+
 def _first_hops(ifs: dict[str, list[Interface]], src: str) -> dict[str, tuple[int, Interface]]:
     """Breadth-first from src: for every reachable node, its distance and src's interface toward it."""
     found: dict[str, tuple[int, Interface]] = {}

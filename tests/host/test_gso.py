@@ -30,7 +30,7 @@ def test_super_packets_leave_the_sender_and_the_bottleneck_queues_wire_packets(t
     # the sender's link carries super-packets: most of the bytes go in segments of several MSS
     assert sum(x for x in sent if x > 2 * MSS) > 0.5 * sum(sent), sorted(sent)[-5:]
     # the bottleneck sends wire packets only
-    assert max(queued) <= MSS and len(queued) > 20000
+    assert max(queued) <= MSS and len(queued) > 2000
 
     summary = json.loads((rep / "repetition.json").read_text())["queue_monitor"]
     assert summary["lost_events"] == 0
@@ -41,6 +41,6 @@ def test_super_packets_leave_the_sender_and_the_bottleneck_queues_wire_packets(t
     # of their own (kind 2), so their sojourn is not known and the summary counts only the others
     dequeued = int((events.kind != 0).sum())
     assert abs(dequeued - len(queued)) <= 0.02 * dequeued, (dequeued, len(queued))
-    assert summary["sojourns"] == int((events.kind == 1).sum()) < 0.5 * dequeued
+    assert 0 < summary["sojourns"] <= int((events.kind == 1).sum()) < 0.5 * dequeued   # the intervals' ones
     with open(rep / "queues.csv", newline="") as f:
         assert all(int(r["occupancy_max_packets"]) <= 15 for r in csv.DictReader(f))

@@ -4,7 +4,8 @@ no openvswitch module; the kernel datapath is tests/vm/guest/test_mininet_ovs.py
 * the default spec reproduces its netns result with each switch kind (tests/host/reproduce.py: system goodput
   within 10 % as it is, every flow within 10 % when each is held to its own access link);
 * the testbed realises the Topology as netns does: wire-sized packets everywhere, the bottleneck's htb + pfifo on
-  r1, routes, the chosen switch on every link;
+  r1, routes, the chosen switch on every link; Linux bridges in the run's device group, whose one-request
+  teardown spares a device of someone else's in it;
 * `mn --custom topologies/mn_<name>.py --topo <name>,...` loads and pings all (in a network namespace of its own,
   so Mininet's fixLimits cannot retune this machine's TCP defaults);
 * nothing is left after a run, after a failed setup, and after a killed run plus `ccrig clean`.
@@ -103,6 +104,7 @@ def test_testbed_realises_the_topology_like_netns(switch, ovs_was_running):
     exp = specmod.validate(raw, "test")
     topo = exp.topology.build(exp.n_flows)
     prefix = f"ccrig-mnt{os.getpid()}"
+    foreign = f"mntkeep{os.getpid() % 100000}"
     tb = MininetTestbed(topo, Commands(None), prefix, exp.mininet)
     try:
         tb.up()
@@ -132,6 +134,11 @@ def test_testbed_realises_the_topology_like_netns(switch, ovs_was_running):
         sw = tb.names.switch(0)
         if switch == "lxbr":
             assert sorted(os.listdir(f"/sys/class/net/{sw}/brif")) == [tb.names.port(0, "a"), tb.names.port(0, "b")]
+            # bridges and ports in the run's device group, which teardown deletes in one request
+            assert int(Path(f"/sys/class/net/{sw}/netdev_group").read_text()) == tb.names.group()
+            # ... but never a device of someone else's that joined the group: then they go one by one
+            subprocess.run(["ip", "link", "add", foreign, "group", str(tb.names.group()), "type", "bridge"],
+                           check=True)
         else:
             dp = subprocess.run(["ovs-vsctl", "get", "bridge", sw, "datapath_type"], capture_output=True,
                                 text=True).stdout.strip()
@@ -143,7 +150,10 @@ def test_testbed_realises_the_topology_like_netns(switch, ovs_was_running):
         assert system_state(prefix), "the network is up"
     finally:
         tb.down()
+        kept = os.path.exists(f"/sys/class/net/{foreign}")
+        subprocess.run(["ip", "link", "del", foreign], capture_output=True)
     assert system_state(prefix) == [] and leftovers(prefix) == []
+    assert kept == (switch == "lxbr")
     if not ovs_was_running:
         assert not ovs_running()
 

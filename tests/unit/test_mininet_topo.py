@@ -7,7 +7,8 @@ import pytest
 from ccrig.experiments import spec as specmod
 from ccrig.errors import InputError
 from ccrig.topologies.named.dumbbell import DumbbellSpec
-from ccrig.topologies.testbeds.mininet import Names, TopologyTopo, mn_topo, node_setup_argv, queue_by_ccrig, tclink_params
+from ccrig.topologies.testbeds.mininet import Names, TopologyTopo, mn_topo, node_setup, node_setup_argv, \
+    queue_by_ccrig, tclink_params
 from ccrig.topologies.topology import Egress
 from ccrig.units import Rate, Size
 
@@ -21,7 +22,8 @@ def test_names_fit_linux_and_differ_between_runs():
         assert max(map(len, ports)) <= 15 and len(set(ports)) == len(ports)
         assert all(len(n.switch(i)) <= 15 for i in range(999))
         assert len({n.dpid(i) for i in range(999)}) == 999 and all(len(n.dpid(i)) == 16 for i in range(3))
-    assert a.switch(0) != b.switch(0)
+        assert 0 < n.group() < 2 ** 31  # a device group of the run's own, never the default 0
+    assert a.switch(0) != b.switch(0) and a.group() != b.group() and Names().group() == 0
     assert a.node("s1") == "ccrig-4194304-s1" and Names().node("s1") == "s1" and Names().switch(3) == "w3"
 
 
@@ -54,6 +56,10 @@ def test_topo_has_every_link_through_a_switch_with_the_topologys_addresses():
         assert ("delay" in info["params1"]) == (x.egress.delay > 0)
         assert "cls" in info if x.egress.delay > 0 else "cls" not in info
     assert seen == {(n, x.name) for n, lst in ifs.items() for x in lst}
+    # the testbed brings the switch ports up itself (in one batch); standalone, Mininet brings them up
+    assert all(info["params2"] == {"up": None} for _, _, info in topo.links(withInfo=True))
+    alone = TopologyTopo(topology, names=names)
+    assert all(info["params2"] == {} for _, _, info in alone.links(withInfo=True))
 
 
 def test_node_setup_is_the_bottleneck_routes_and_wire_sized_packets():
@@ -67,7 +73,13 @@ def test_node_setup_is_the_bottleneck_routes_and_wire_sized_packets():
                for i in range(3))
     s1 = [" ".join(a) for a in node_setup_argv(topology, "s1")]
     assert "ethtool -K eth0 tso off gso off gro off tx off" in s1 and not any(a.startswith("tc") for a in s1)
-    assert sum(a.startswith("ip route add") for a in s1) == len(topology.routes()["s1"])
+    # a host's one interface: one default route toward its neighbour, as on netns; a router: one per subnet
+    via = topology.interfaces()["s1"][0].peer_address
+    assert [a for a in s1 if a.startswith("ip route add")] == [f"ip route add default via {via}"]
+    assert sum(a.startswith("ip route add") for a in r1) == len(topology.routes()["r1"]) > 0
+    # routes worked out once by the caller give the same setup
+    assert node_setup_argv(topology, "r1") == [argv for group in node_setup(
+        topology, "r1", topology.routes(), topology.interfaces()).values() for argv in group]
 
 
 def test_mn_topo_overrides_and_errors():

@@ -63,7 +63,7 @@ class NetnsTestbed(Testbed):
                          "type", "veth", "peer", "name", b.name, "netns", self.ns(link.b), "mtu", str(topo.mtu),
                          *sized])
         c.batch(["ip", "-batch", "-"], root)
-        routes = topo.routes()
+        routes = topo.own_namespace_routes()
         flows = max(1, len(topo.pairs))
         sources = [topo.address(s) for s, _ in topo.pairs] or None
         steps: list[tuple[list[str], str | None]] = []
@@ -80,12 +80,7 @@ class NetnsTestbed(Testbed):
             for x in ifs[node.name]:
                 lines += [["addr", "add", f"{x.address}/{x.prefix}", "dev", x.name],
                           ["link", "set", x.name, "up"]]
-            if len(ifs[node.name]) == 1 and routes[node.name]:
-                # a host with one interface needs one default route, not one per subnet (30 senders would
-                # otherwise add thousands of routes); in a namespace of its own it clobbers nothing
-                lines.append(["route", "add", "default", "via", ifs[node.name][0].peer_address])
-            else:
-                lines += [["route", "add", subnet, "via", via] for subnet, via in routes[node.name]]
+            lines += [["route", "add", subnet, "via", via] for subnet, via in routes[node.name]]
             steps.append((["ip", "-n", ns, "-batch", "-"], batch_text(lines)))
             for x in ifs[node.name]:
                 # offloads are ethtool's alone; GRO at a router's ingress would re-merge packets

@@ -1,9 +1,13 @@
 """Finding and removing what a Mininet run made, also after the run was killed (`ccrig clean`).
 
 Each run records what it creates in /run/ccrig/mininet/<prefix>.json before creating it: its node names,
-switch kind, switches and ports, and its owner (pid and start time). From a record, purge() removes node shells
-and every process in their namespaces, switch shells, Open vSwitch bridges and root-namespace ports; the run's
-hold on the Open vSwitch daemons is released by switches.OvsDaemons.
+switch kind, switches and ports, Linux bridges' device group, and its owner (pid and start time). From a record,
+purge() removes node shells and every process in their namespaces, switch shells, Open vSwitch bridges and
+root-namespace bridges and ports; the run's hold on the Open vSwitch daemons is released by switches.OvsDaemons.
+
+Teardown is fast where the kernel allows: a node's namespace dies with its last process and takes its veths, the
+switch ports among them, in one batch; Linux bridges go in one `ip link del group` when every device in the
+group is the run's (one at a time they cost ~40 ms each); Open vSwitch bridges in one ovs-vsctl transaction.
 
 A process started on a node by the testbed carries CCRIG_NODE=<node> in its environment: the node shells die
 with ccrig (their pty closes), processes started through mnexec do not, and the mark finds them once the
@@ -12,6 +16,7 @@ shells, and with them the way to name their namespaces, are gone.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from ccrig.commands import Commands, batch_text
@@ -21,6 +26,7 @@ from .switches import OVS_STATE, STATE, OvsDaemons, ovs_installed, owner_alive, 
 
 RECORDS = STATE / "mininet"
 MARK = "CCRIG_NODE"  # environment variable naming the node a process was started on
+PORTS_GRACE_S = 2.0  # how long purge() waits for dead nodes' ports to go with their namespaces
 
 
 def root_links() -> list[str]:
@@ -29,6 +35,19 @@ def root_links() -> list[str]:
         return os.listdir("/sys/class/net")
     except OSError:
         return []
+
+
+def group_members(group: int) -> list[str]:
+    """The root namespace's interfaces in a device group: before deleting the group, purge() makes sure they are
+    all the run's."""
+    out = []
+    for name in root_links():
+        try:
+            if int(Path(f"/sys/class/net/{name}/netdev_group").read_text()) == group:
+                out.append(name)
+        except (OSError, ValueError):
+            pass
+    return out
 
 
 def _pids() -> list[int]:
@@ -123,7 +142,21 @@ def purge(record: dict, commands: Commands) -> list[str]:
                 commands.run(argv, check=False, timeout=60)
                 said.append(f"deleted {len(mine)} Open vSwitch bridges of {record.get('prefix')}")
             present = set(root_links())
-        gone = [n for n in sws + record.get("ports", []) if n in present]
+        names = sws + record.get("ports", [])
+        group = record.get("group")
+        members = set(group_members(group)) if group else set()
+        if members and members <= set(names):
+            # one request: deleting bridges one at a time costs ~40 ms each (a 30-sender dumbbell's 61: 2.3 s)
+            commands.run(["ip", "link", "del", "group", str(group)], check=False)
+            said.append(f"deleted the bridges and ports of {record.get('prefix')} (device group {group})")
+            present = set(root_links())
+        # a port goes with its peer when the node's namespace dies, which the kernel does a moment after the
+        # node's last process: wait for that (all at once) before deleting them one by one (~15 ms each)
+        deadline = time.monotonic() + PORTS_GRACE_S
+        while any(n in present for n in record.get("ports", [])) and time.monotonic() < deadline:
+            time.sleep(0.01)
+            present = set(root_links())
+        gone = [n for n in names if n in present]
         if gone:
             commands.run(["ip", "-force", "-batch", "-"], check=False,
                          input=batch_text([["link", "del", "dev", n] for n in gone]))

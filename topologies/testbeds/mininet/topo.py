@@ -65,6 +65,11 @@ class Names:
                            f"(too many links: {link + 1})")
         return name
 
+    def group(self) -> int:
+        """The run's network device group (`ip link ... group`), for its bridges and their ports: from the tag,
+        never 0 (every other device's group)."""
+        return zlib.crc32(self.tag.encode()) % 0x7FFFFFFF + 1 if self.prefix else 0
+
     def dpid(self, link: int) -> str:
         # unique per run and link; Mininet would otherwise derive it from the first number in the name
         tag = zlib.crc32(self.tag.encode()) if self.prefix else 0
@@ -123,15 +128,19 @@ def node_setup_argv(topology: Topology, node: str) -> list[list[str]]:
     return [argv for group in node_setup(topology, node).values() for argv in group]
 
 
-def node_setup(topology: Topology, node: str) -> dict[str, list[list[str]]]:
-    """node_setup_argv by program, so the testbed can feed `ip` and `tc` lines to one `-batch` process each."""
-    ifs = topology.interfaces()[node]
+def node_setup(topology: Topology, node: str, routes: dict | None = None,
+               interfaces: dict | None = None) -> dict[str, list[list[str]]]:
+    """node_setup_argv by program, so the testbed can feed `ip` and `tc` lines to one `-batch` process each.
+    `routes` (own_namespace_routes) and `interfaces` are the Topology's, when the caller has them (working out
+    the routes takes milliseconds per node: a testbed setting up every node computes them once)."""
+    ifs = (interfaces or topology.interfaces())[node]
+    mine = (routes or topology.own_namespace_routes())[node]
     wire = [argv for x in ifs for argv in wire_argv(x.name, topology.mtu)]
     flows = max(1, len(topology.pairs))
+    route = [["ip", "route", "add", subnet, "via", via] for subnet, via in mine]
     return {
         "sysctl": [["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]] if topology.node(node).role == "router" else [],
-        "ip": [a for a in wire if a[0] == "ip"] + [["ip", "route", "add", subnet, "via", via]
-                                                   for subnet, via in topology.routes()[node]],
+        "ip": [a for a in wire if a[0] == "ip"] + route,
         "ethtool": [a for a in wire if a[0] == "ethtool"],
         "tc": [argv for x in ifs if queue_by_ccrig(x.egress, topology.mtu)
                for argv in egress_argv(x.name, x.egress, topology.mtu, flows)],
@@ -170,9 +179,12 @@ class TopologyTopo(Topo):
                 params = tclink_params(x.egress, topology.mtu)
                 # the switch's end of a TCLink is a plain port: no tc, no ethtool of its own
                 opts = {"cls": TCLink, "cls2": Intf} if params else {}
+                # up=None: no `ifconfig up` per interface through the node shells (Mininet's setIP brings the
+                # node's end up; the testbed brings the ports up in its batches, standalone Mininet does here)
                 self.addLink(names.node(me), sw, port1=int(x.name.removeprefix("eth")), port2=1 if end == "a" else 2,
                              intfName1=x.name, intfName2=names.port(i, end),
-                             params1={"ip": f"{x.address}/{x.prefix}", **params}, **opts)
+                             params1={"ip": f"{x.address}/{x.prefix}", "up": None, **params},
+                             params2={} if setup else {"up": None}, **opts)
 
 
 # --- `mn --custom` ----------------------------------------------------------------------------------------
