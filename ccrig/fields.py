@@ -51,7 +51,7 @@ RatioField = Annotated[float, BeforeValidator(_ratio)]
 
 
 # How many flows a spec may have in all. Every flow is an iperf3 server and client (ports 5201 + i and
-# 20001 + i, which must not meet) with its sampler, started one command at a time; more than a thousand is never
+# 20001 + i, ccrig/ports.py) with its sampler, started one command at a time; more than a thousand is never
 # a congestion experiment on one machine but a typo. How many host pairs a topology builds is the topology's
 # own limit (its address plan): topologies/named/dumbbell.py.
 MAX_FLOWS = 1000

@@ -14,14 +14,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from ccrig.analysis.intervals import FlowSeries, flow_interval
+from ccrig.ports import CLIENT_PORT, SERVER_PORT
 from ccrig.topologies.testbed import Testbed
 
-SERVER_PORT = 5201
-# Below Linux's ephemeral range (32768-60999 by default): a client bound to a fixed port inside that range
-# collides now and then with a port the kernel gave some other connect() on the sender (iperf3's own control
-# connection, whose port the kernel prefers even), and iperf3 fails "unable to connect stream: Address already
-# in use" (seen once in CI on the hosts testbed with 40002).
-CLIENT_PORT = 20001
 
 
 class Workload(BaseModel):

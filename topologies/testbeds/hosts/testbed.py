@@ -15,6 +15,7 @@ from pathlib import Path
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
 from ccrig.needs import Need
+from ccrig.ports import client_port_problem
 from ...links import egress_argv
 from ...testbed import Testbed
 from ...topology import Interface, Topology
@@ -160,6 +161,14 @@ class HostsTestbed(Testbed):
         self.conns, problems = connect_all(list(self.hosts.values()), self.commands, self._control_dir,
                                            wanted, HOST_TOOLS)
         self.conns = {n: self.conns[h.name] for n, h in self.hosts.items()}
+        if not problems:   # a sender binds each flow's client port: none may be the kernel's to hand out
+            for node in sorted({s for s, _ in self.topology.pairs} & set(self.conns)):
+                ranges = self.conns[node].run(["cat", "/proc/sys/net/ipv4/ip_local_port_range",
+                                               "/proc/sys/net/ipv4/ip_local_reserved_ports"], timeout=10).stdout
+                lines = ranges.splitlines() + ["", ""]
+                problem = client_port_problem(self.hosts[node].where, lines[0], lines[1])
+                if problem:
+                    problems.append(problem)
         self._prepared = not problems
         return problems
 
