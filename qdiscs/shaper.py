@@ -7,16 +7,17 @@
 htb's quantum is set to one wire packet so low rates do not warn and scheduling stays packet-fair.
 
 With `gso` (topology.gso: senders hand the network super-packets of up to 64 KB, so a hop costs one skb per
-super-packet instead of one per frame) the shaper is tbf instead, with a peak-rate bucket smaller than any
-super-packet of two segments: tbf cuts every packet longer than that bucket into wire packets as it enters
+super-packet instead of one per frame) the shaper is tbf instead, with a peak-rate bucket of one wire packet:
+tbf cuts every packet longer than that bucket (every super-packet) into wire packets as it enters
 (sch_tbf.c: tbf_segment), so the discipline under it still queues, counts and drops wire packets:
 
     tc qdisc add dev D root handle 1: tbf rate R burst B peakrate P mtu M limit L
     tc qdisc add dev D parent 1:1 handle 10: <discipline>
 
 B is 1 ms of the rate (at least M): a bucket of one frame would need a timer per frame, which caps one flow
-near 0.7 of 1 Gbit/s here; htb too lets a class run ahead of its rate. P = 10 R bounds how fast such a burst
-leaves (a link ten times faster than the bottleneck).
+near 0.7 of 1 Gbit/s here; htb too lets a class run ahead of its rate. P is 1 Tbit/s: the peak bucket is
+there to mark the longest packet tbf takes whole (M), not to pace; a peak rate a veth reaches (10 x 1 Gbit/s)
+would hold every other frame back by a timer and cap one flow near 0.75 of 1 Gbit/s again.
 """
 from __future__ import annotations
 
@@ -31,14 +32,14 @@ LEAF = "10:"
 
 
 GSO_BURST_S = 0.001   # tbf's bucket under gso, in time at the rate
-GSO_PEAK = 10         # its peak rate, in multiples of the rate
+GSO_PEAK_BPS = 10**12  # its peak rate: above any rate ccrig shapes (units.RATE_RANGE) and any veth's
 
 
 def gso_mtu(mtu: int) -> int:
-    """tbf's peak-rate bucket under gso, the most it takes whole: below the shortest super-packet of two segments
-    (2 x (mtu - 20 - 60) + 14 + 20 + 60 = 2 mtu - 66 bytes, with the longest TCP header), so tbf cuts every
-    super-packet, and above one wire packet, so a frame passes."""
-    return 2 * mtu - 67
+    """tbf's peak-rate bucket under gso, the most it takes whole: one wire packet. A super-packet of two segments
+    may be a single byte longer (its second segment as short as that: seen on Linux 6.1), so anything longer
+    than a frame is cut."""
+    return wire_bytes(mtu)
 
 
 def shaper_argv(dev: str, rate_bps: float, mtu: int, gso: bool = False) -> list[list[str]]:
@@ -47,7 +48,7 @@ def shaper_argv(dev: str, rate_bps: float, mtu: int, gso: bool = False) -> list[
     if gso:   # limit: the default inner bfifo's bytes, replaced by the discipline at once
         burst = max(gso_mtu(mtu), round(rate_bps / 8 * GSO_BURST_S))
         return [["tc", "qdisc", "add", "dev", dev, "root", "handle", ROOT, "tbf", "rate", rate, "burst", str(burst),
-                 "peakrate", f"{round(rate_bps * GSO_PEAK)}bit", "mtu", str(gso_mtu(mtu)),
+                 "peakrate", f"{GSO_PEAK_BPS}bit", "mtu", str(gso_mtu(mtu)),
                  "limit", str(wire_bytes(mtu))]]
     return [
         ["tc", "qdisc", "add", "dev", dev, "root", "handle", ROOT, "htb", "default", "1"],

@@ -1,5 +1,5 @@
-"""topology.gso: the shaper becomes a tbf whose bucket is below any two-segment super-packet, the discipline
-(or netem) sits under it as under htb, and what cannot honour it says so."""
+"""topology.gso: the shaper becomes a tbf whose peak bucket is one wire packet (shorter than any super-packet),
+the discipline (or netem) sits under it as under htb, and what cannot honour it says so."""
 import pytest
 
 from ccrig.errors import InputError
@@ -18,16 +18,16 @@ def spec(testbed: str, **extra) -> dict:
 
 
 @pytest.mark.parametrize("mtu", [576, 1500, 9000])
-def test_the_peak_bucket_passes_a_frame_and_cuts_every_two_segment_super_packet(mtu):
-    shortest_pair = 2 * (mtu - 20 - 60) + 14 + 20 + 60   # two segments, the longest TCP header
-    assert mtu + 14 <= gso_mtu(mtu) < shortest_pair
+def test_the_peak_bucket_passes_a_frame_and_cuts_every_super_packet(mtu):
+    # the shortest super-packet of two segments is a frame and one byte (its second segment a byte long)
+    assert gso_mtu(mtu) == mtu + 14
 
 
 def test_tbf_replaces_htb_and_the_discipline_sits_under_it():
     argv = shaped_argv("eth0", 1e9, Pfifo(), Size(packets=15), 1500, gso=True)
-    # a bucket of 1 ms at 1 Gbit/s, leaving at no more than 10 Gbit/s
+    # a bucket of 1 ms at 1 Gbit/s; the peak bucket (one frame at 1 Tbit/s) only marks what is cut
     assert argv == [["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "tbf", "rate", "1000000000bit",
-                     "burst", "125000", "peakrate", "10000000000bit", "mtu", str(gso_mtu(1500)), "limit", "1514"],
+                     "burst", "125000", "peakrate", "1000000000000bit", "mtu", "1514", "limit", "1514"],
                     ["tc", "qdisc", "add", "dev", "eth0", "parent", "1:1", "handle", "10:", "pfifo", "limit", "15"]]
     assert shaped_argv("eth0", 1e9, Pfifo(), Size(packets=15), 1500)[0][8] == "htb"
 
