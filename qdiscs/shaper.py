@@ -15,9 +15,9 @@ tbf cuts every packet longer than that bucket (every super-packet) into wire pac
     tc qdisc add dev D parent 1:1 handle 10: <discipline>
 
 B is 1 ms of the rate (at least M): a bucket of one frame would need a timer per frame, which caps one flow
-near 0.7 of 1 Gbit/s here; htb too lets a class run ahead of its rate. P is 1 Tbit/s: the peak bucket is
+near 0.5 of 1 Gbit/s here; htb too lets a class run ahead of its rate. P is 1 Tbit/s: the peak bucket is
 there to mark the longest packet tbf takes whole (M), not to pace; a peak rate a veth reaches (10 x 1 Gbit/s)
-would hold every other frame back by a timer and cap one flow near 0.75 of 1 Gbit/s again.
+would hold frames back by a timer and cap one flow near 0.7 of 1 Gbit/s again.
 """
 from __future__ import annotations
 

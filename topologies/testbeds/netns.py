@@ -5,9 +5,9 @@ namespace, so nothing ccrig makes lives in the root namespace and `ccrig clean` 
 
 Every interface sends wire-sized packets: without gso_max_segs 1 / gso_max_size 1514 and tso/gso/gro off, TCP
 hands the qdisc ~64 KB super-packets and a "15-packet" pfifo holds hundreds of wire packets (DESIGN.md). A
-topology with `gso: true` keeps the super-packets (one skb per 64 KB on the hops before a shaper, the per-packet
-cost that caps one flow near 420 Mbit/s here otherwise) and its shaped links cut them (qdiscs/shaper.py); GRO
-stays off, so nothing merges them again.
+topology with `gso: true` keeps the super-packets (one skb per 64 KB on the hops before a shaper; a skb per frame
+caps one flow near 500-700 Mbit/s here: `make bench BENCH=ceiling`) and its shaped links cut them
+(qdiscs/shaper.py); GRO stays off, so nothing merges them again.
 
 Setup is batched: one shell runs `ip -batch` and `tc -batch` per namespace (Commands.script), so a 30-sender
 dumbbell comes up in about a second; commands.log holds the script as a here-document.
@@ -58,7 +58,7 @@ class NetnsTestbed(Testbed):
         for link in topo.links:
             a = topo.egress_of(link.a, link.b)
             b = topo.egress_of(link.b, link.a)
-            # both ends are created inside their namespaces, wire-sized from the start
+            # both ends are created inside their namespaces, wire-sized from the start (but under gso)
             root.append(["link", "add", a.name, "netns", self.ns(link.a), "mtu", str(topo.mtu), *sized,
                          "type", "veth", "peer", "name", b.name, "netns", self.ns(link.b), "mtu", str(topo.mtu),
                          *sized])
