@@ -44,11 +44,13 @@ def test_one_bottleneck_is_still_an_equal_split_of_the_active_flows():
 
 
 @pytest.mark.parametrize("field, value, said", [("hops", 1, "hops"), ("pairs", {"long": 0, "short": 0}, "pairs"),
-                                                ("link", {"rate": "0mbit"}, "link.rate")])
+                                                ("link", {"rate": "0mbit", "buffer": "50pkt"}, "link.rate"),
+                                                # a hop without a buffer would be neither measured nor shared out
+                                                ("link", {"rate": "10mbit"}, "link.buffer: got None")])
 def test_bad_parking_lots_are_named(field, value, said):
     from ccrig.experiments import spec as specmod
     from ccrig.errors import InputError
     raw = {"name": "x", "testbed": "netns", "duration": "5s", "flows": [{"cc": "reno"}],
-           "topology": {"name": "parking_lot", "link": {"rate": "10mbit"}, field: value}}
+           "topology": {"name": "parking_lot", "link": {"rate": "10mbit", "buffer": "50pkt"}, field: value}}
     with pytest.raises(InputError, match=said):
         specmod.validate(raw, "spec.yaml")

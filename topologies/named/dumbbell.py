@@ -70,6 +70,15 @@ def check_hop(path: str, link, wire_bytes: int, rtt: float) -> None:
         raise field_error("topology.rtt", f"{rtt:g}s", f"at most {MAX_RTT_S:g}s")
 
 
+def check_chained_hop(path: str, link, wire_bytes: int, rtt: float) -> None:
+    """check_hop for the hops of a chain (parking lot, tandem), which must each have a buffer: without one a hop
+    is no queue of its own to Topology.queues(), so it would be neither measured nor shared out (T_max)."""
+    if link.buffer is None:
+        raise field_error(f"{path}.buffer", None, "a buffer such as 100pkt or 64kb: every hop of a chain is a "
+                                                   "measured queue")
+    check_hop(path, link, wire_bytes, rtt)
+
+
 class Bottleneck(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rate: RateField

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ccrig.errors import field_error
 from ccrig.fields import RateField, TimeField
-from .dumbbell import Bottleneck, MtuField, add_pair_links, check_hop, check_rate
+from .dumbbell import Bottleneck, MtuField, add_pair_links, check_chained_hop, check_rate
 from ..topology import Egress, Topology
 
 MAX_HOPS = 16
@@ -59,7 +59,7 @@ class ParkingLotSpec(BaseModel):
     @model_validator(mode="after")
     def _ranges(self):
         wire = self.mtu + 14
-        check_hop("topology.link", self.link, wire, self.rtt)
+        check_chained_hop("topology.link", self.link, wire, self.rtt)
         check_rate("topology.access_rate", self.access_rate, wire)
         if self.pairs.long + self.pairs.short == 0:
             raise field_error("topology.pairs", "long 0, short 0", "at least one pair, long or short")

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ccrig.errors import field_error
 from ccrig.fields import RateField, RatioField, TimeField
-from .dumbbell import (Bottleneck, MtuField, PairLink, add_pair_links, check_hop, check_pair_count, check_per_pair,
+from .dumbbell import (Bottleneck, MtuField, PairLink, add_pair_links, check_chained_hop, check_pair_count, check_per_pair,
                        check_rate, pair_settings)
 from ..loss import LossModel
 from .parking_lot import MAX_HOPS, chain
@@ -78,11 +78,7 @@ class TandemSpec(BaseModel):
     @model_validator(mode="after")
     def _ranges(self):
         wire = self.mtu + 14
-        if self.link.buffer is None:
-            # without one a hop is no queue of its own to Topology.queues(): not measured, not shared out (T_max)
-            raise field_error("topology.link.buffer", None, "a buffer such as 100pkt or 64kb: every hop of a "
-                                                            "tandem is a measured queue")
-        check_hop("topology.link", self.link, wire, self.rtt)
+        check_chained_hop("topology.link", self.link, wire, self.rtt)
         check_rate("topology.access_rate", self.access_rate, wire)
         if not isinstance(self.pairs.cross, int):
             for j, g in enumerate(self.pairs.cross):
