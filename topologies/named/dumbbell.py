@@ -66,8 +66,13 @@ def check_hop(path: str, link, wire_bytes: int, rtt: float) -> None:
     check_rate(f"{path}.rate", link.rate, wire_bytes)
     if link.buffer is not None and buffer_problem(link.buffer, wire_bytes):
         raise field_error(f"{path}.buffer", str(link.buffer), buffer_problem(link.buffer, wire_bytes))
-    if rtt > MAX_RTT_S:
-        raise field_error("topology.rtt", f"{rtt:g}s", f"at most {MAX_RTT_S:g}s")
+    check_rtt("topology.rtt", rtt)
+
+
+def check_rtt(path: str, rtt: float | None) -> None:
+    """An added RTT (None: not given) within what a spec may ask."""
+    if rtt is not None and rtt > MAX_RTT_S:
+        raise field_error(path, f"{rtt:g}s", f"at most {MAX_RTT_S:g}s")
 
 
 def check_chained_hop(path: str, link, wire_bytes: int, rtt: float) -> None:
@@ -114,8 +119,7 @@ def check_per_pair(per_pair: list[PairLink], wire: int) -> None:
     """Each entry's rate and rtt in the ranges the topology-wide ones have."""
     for i, entry in enumerate(per_pair):
         check_rate(f"topology.per_pair[{i}].rate", entry.rate, wire)
-        if entry.rtt is not None and entry.rtt > MAX_RTT_S:
-            raise field_error(f"topology.per_pair[{i}].rtt", f"{entry.rtt:g}s", f"at most {MAX_RTT_S:g}s")
+        check_rtt(f"topology.per_pair[{i}].rtt", entry.rtt)
 
 
 def check_pair_count(per_pair: list[PairLink], pairs: int) -> None:

@@ -26,7 +26,7 @@ from ccrig.errors import field_error
 from ccrig.fields import RateField, SizeField, TimeField
 from ccrig.units import Rate, Size, UnitError, buffer_problem, parse_rate, wire_bytes
 from ccrig.qdiscs import Pfifo
-from .dumbbell import MAX_RTT_S, MtuField, PairCount, check_rate
+from .dumbbell import MtuField, PairCount, check_rate, check_rtt
 from ..pause.agent.controller import MAX_QUANTA
 from ..topology import Egress, Topology
 
@@ -133,8 +133,7 @@ class PauseChainSpec(BaseModel):
             check_rate(f"topology.{name}.rate", link.rate, self.wire, self.scale)
             if link.buffer is not None and buffer_problem(link.buffer, self.wire):
                 raise field_error(f"topology.{name}.buffer", str(link.buffer), buffer_problem(link.buffer, self.wire))
-        if self.rtt > MAX_RTT_S:
-            raise field_error("topology.rtt", f"{self.rtt:g}s", f"at most {MAX_RTT_S:g}s")
+        check_rtt("topology.rtt", self.rtt)
         p = self.pause
         if p is None:
             return self
