@@ -1,5 +1,6 @@
 """The Foundation's host checks: a real dumbbell on namespaces, real iperf3 flows, the kernel's counters."""
 import csv
+import json
 import statistics
 import subprocess
 import threading
@@ -26,6 +27,11 @@ def test_one_flow_fills_the_bottleneck(ccrig):
         assert (run / "points/000/rep0" / name).is_file(), name
     log = (run / "commands.log").read_text()
     assert "tc -n ccrig-" in log and "qdisc add dev eth0 root handle 1: htb" in log and "iperf3 --client" in log
+    # env.json describes what the kernel reports: the bottleneck's htb and its pfifo, and wire-size packets
+    bottleneck = json.loads((run / "env.json").read_text())["topology"]["nodes"]["r1"]["eth0"]
+    assert [q["kind"] for q in json.loads(bottleneck["qdisc"])] == ["htb", "pfifo"], bottleneck
+    assert bottleneck["offload"] == {"tcp-segmentation-offload": "off", "generic-segmentation-offload": "off",
+                                     "generic-receive-offload": "off"}, bottleneck
 
 
 def test_two_identical_flows_share_fairly(ccrig):
