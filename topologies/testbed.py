@@ -71,7 +71,7 @@ class Testbed(ABC):
     def describe(self) -> dict:
         """env.json's `topology`: per node, its interfaces' qdisc trees and offload settings as the kernel reports
         them after up(). A testbed that knows more (hosts: the mapping, clock offsets) adds it. One command per
-        node (DESCRIBE): two per interface took 8 s of a 16-pair dumbbell's set-up in an emulated guest."""
+        node (DESCRIBE): two per interface took 9.5 s of an 8-pair dumbbell's set-up in an emulated guest."""
         out = {"testbed": self.kind, "prefix": self.prefix, "nodes": {}}
         for node, ifs in self.topology.interfaces().items():
             text = self.run(node, ["sh", "-c", DESCRIBE, "sh", *(i.name for i in ifs)], check=False).stdout

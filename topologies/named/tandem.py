@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ccrig.errors import field_error
 from ccrig.fields import RateField, RatioField, TimeField
-from .dumbbell import (Bottleneck, MtuField, PairLink, add_pair_links, check_chained_hop, check_pair_count, check_per_pair,
-                       check_rate, pair_settings)
+from .dumbbell import (Bottleneck, MtuField, PairLink, add_pair_links, check_chained_hop, check_pair_count,
+                       check_per_pair, check_rate, pair_settings)
 from ..loss import LossModel
 from .parking_lot import MAX_HOPS, chain
 from ..topology import Topology
