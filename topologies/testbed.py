@@ -176,7 +176,19 @@ class _OnNode:
 
 # a node's qdiscs (all its devices, as JSON), then each interface's offloads after a line naming it
 DESCRIBE = 'tc -j qdisc show; for dev; do echo "== $dev"; ethtool -k "$dev"; done'
-OFFLOADS = ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload")
+# the offloads wire-sized packets need off: `ethtool -k`'s names -> `ethtool -K`'s
+OFFLOADS = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
+            "generic-receive-offload": "gro"}
+
+
+def offload_states(ethtool_k: str) -> dict[str, str]:
+    """OFFLOADS as `ethtool -k` shows them: "off", "on", "on [fixed]"... (its other lines are left out)."""
+    out = {}
+    for line in ethtool_k.splitlines():
+        key, _, rest = line.strip().partition(":")
+        if key in OFFLOADS and rest.strip():
+            out[key] = rest.strip()
+    return out
 
 
 def _described(text: str) -> tuple[list[dict] | None, dict[str, dict[str, str]]]:
@@ -188,7 +200,6 @@ def _described(text: str) -> tuple[list[dict] | None, dict[str, dict[str, str]]]
         qdiscs = None
     offloads = {}
     for part in parts:
-        dev, *lines = part.splitlines()
-        offloads[dev.strip()] = {k.strip(): v.split()[0] for k, v in (l.split(":", 1) for l in lines if ":" in l)
-                                 if k.strip() in OFFLOADS and v.split()}
+        dev, _, rest = part.partition("\n")
+        offloads[dev.strip()] = {k: v.split()[0] for k, v in offload_states(rest).items()}
     return qdiscs, offloads

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import shlex
 
+from ...testbed import OFFLOADS, offload_states
+
 UNDO_SCRIPT = "undo.sh"  # in a run's directory on each host: what clean -i runs if the run died unrestored
-OFFLOADS = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
-            "generic-receive-offload": "gro"}  # ethtool -k's names -> ethtool -K's
 
 
 def run_dir(prefix: str, host: str) -> str:
@@ -22,12 +22,7 @@ def run_dir(prefix: str, host: str) -> str:
 
 def offloads(ethtool_k: str) -> dict[str, bool]:
     """The on/off state of the offloads up() turns off, from `ethtool -k` output (fixed ones are left alone)."""
-    out = {}
-    for line in ethtool_k.splitlines():
-        key, _, rest = line.strip().partition(":")
-        if key in OFFLOADS and "[fixed]" not in rest:
-            out[key] = rest.strip().startswith("on")
-    return out
+    return {k: v.startswith("on") for k, v in offload_states(ethtool_k).items() if "[fixed]" not in v}
 
 
 class UndoJournal:
