@@ -55,7 +55,7 @@ bench: deps
 	mkdir -p results/bench
 	$(PY) tests/bench/run.py $(BENCH)
 
-# issue 16: N short runs back to back, a tenth killed (SIGKILL) and cleaned; leftovers -> results/bench/soak.json
+# N short runs back to back, a tenth killed (SIGKILL) and cleaned; leftovers -> results/bench/soak.json
 N ?= 10
 soak: deps
 	mkdir -p results/bench

@@ -7,11 +7,11 @@ mean moved 1.4 %). So the goodput of a flow is estimated by the mean over the fl
 repetitions, and two runs are compared class by class; a flow alone in its class is compared as itself. Every
 number is read from summary.json, nothing is recomputed.
 
-Each ratio B/A has a confidence interval where the runs give one (issue 14, `ratio_ci`: the delta method on
+Each ratio B/A has a confidence interval where the runs give one (`ratio_ci`: the delta method on
 the two means' own intervals, each saying its method): over repetitions (method runs), or within one repetition
 by batch means (method batches) for a flow alone in its class and for the system; a class of several flows in
 one repetition, or a mean whose interval is "none", has none, and the row says why. Summaries written before
-issue 14 (no `ci`) get the old interval, t over interval means as if independent, and say so. Over repetitions, an interval that
+the confidence-interval change (no `ci`) get the old interval, t over interval means as if independent, and say so. Over repetitions, an interval that
 holds 1 says the runs differ by no more than their run-to-run spread, and a wide one that more repetitions are
 needed; over one repetition's intervals it speaks for those two runs only (a flow's share can stay in one mode
 for a whole run, and another run may fall into the other).
@@ -37,10 +37,10 @@ def ratio_ci(num: dict, den: dict) -> dict:
         return out
     out["ratio"] = r = mn / md
     cn, cd = num.get("ci"), den.get("ci")
-    if cn is None or cd is None:   # a summary from before issue 14: mean, std, n over interval means
+    if cn is None or cd is None:   # a summary without `ci`: mean, std, n over interval means
         r, half = stats.ratio_ci(num, den)
         # a summary.json without `ci`: t over interval means as if independent, too narrow for correlated ones
-        out.update(half=half, method="delta method over interval means (summary before issue 14)",
+        out.update(half=half, method="delta method over interval means (a summary without `ci`)",
                    reason="" if half is not None else "fewer than 2 samples")
         return out
     out["level"] = cd.get("level", stats.LEVEL)
@@ -72,7 +72,7 @@ def classes(summary: dict, keys: list[dict[int, str]]) -> list[dict]:
         for key, c in by.items():
             if len(c["flows"]) == 1:
                 st = c["summaries"][0]
-            elif len(reps) >= 2:   # issue 14: t over the repetitions' class means, saying so
+            elif len(reps) >= 2:   # t over the repetitions' class means, saying so
                 ci = stats.over_runs([m for m in (_mean(r, c["flows"]) for r in reps) if m is not None],
                                      _level(c["summaries"]))
                 st = {"mean": ci.mean, "std": ci.std, "n": ci.n, "ci": ci.to_dict()}

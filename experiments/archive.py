@@ -7,7 +7,7 @@
     <run>/points/NNN/repR/ intervals.csv, trace.csv, qdisc.csv, and each flow's program output (iperf3-<flow>.json,
                            transfers-<flow>.csv: experiments/workloads/); repetition.json, the repetition's
                            summary entry, written last: its presence is what says the repetition is complete
-                           (issue 14: `ccrig run SPEC --resume RUN_DIR` runs only the pairs without it)
+                           (`ccrig run SPEC --resume RUN_DIR` runs only the pairs without it)
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ REPETITION_RECORD = "repetition.json"
 
 INTERVAL_COLUMNS = ["interval", "t_start", "t_end", "flow", "cc", "goodput_bps", "throughput_bps", "eee", "uar",
                     "loss", "retrans_rate", "rtt_s", "min_rtt_s", "cwnd", "jain", "jain_throughput",
-                    "degraded"]   # issue 14: Jain over throughput; an interval computed from a late sampler
+                    "degraded"]   # Jain over throughput; an interval computed from a late sampler
 TRACE_COLUMNS = ["t", "flow", "cwnd", "ssthresh", "srtt_s", "bytes_acked", "bytes_sent", "ca_state", "total_retrans"]
 QDISC_COLUMNS = ["t", "node", "dev", "class", "kind", "handle", "parent", "sent_packets", "sent_bytes", "dropped",
                  "overlimits", "requeues", "backlog_packets", "backlog_bytes"]
@@ -103,7 +103,7 @@ class RunArchive:
         d.mkdir(parents=True, exist_ok=True)
         return d
 
-    # --- issue 14: repetitions as the unit of completion, and resuming -------------------------------------
+    # --- repetitions as the unit of completion, and resuming -------------------------------------
     def write_repetition(self, point: int, rep: int, entry: dict) -> None:
         """The repetition's summary entry into its folder, atomically and last: it marks the pair complete."""
         d = self.rep_dir(point, rep)
@@ -152,7 +152,7 @@ class RunArchive:
 
 
 def open_to_resume(run_dir: Path, raw: dict) -> tuple[RunArchive, dict, dict]:
-    """Issue 14: an archived run to continue: (archive, its summary.json, its env.json). InputError unless it is a
+    """An archived run to continue: (archive, its summary.json, its env.json). InputError unless it is a
     run directory whose spec.yaml is the spec given (after --set), field for field."""
     run_dir = Path(run_dir)
     if not (run_dir / "spec.yaml").is_file() or not (run_dir / "summary.json").is_file():

@@ -1,4 +1,4 @@
-"""The `ccrig` command line: the one entry point (DESIGN.md, "Command line")."""
+"""The `ccrig` command line: the one entry point (docs/architecture.md, "Command line")."""
 from __future__ import annotations
 
 import contextlib
@@ -80,7 +80,7 @@ def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progres
     from .runner import Options, Runner  # lazy: numpy and scipy
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
-    if sigma is not None:   # issue 14: the level of ±sigma of a normal, as the spec's `ci`
+    if sigma is not None:   # the level of ±sigma of a normal, as the spec's `ci`
         if not 0.7 <= sigma <= 5:
             raise InputError(f"--sigma: got {sigma:g}; expected a number of standard deviations from 0.7 to 5, "
                              f"e.g. 3 (Keshav's 3σ)")
@@ -91,7 +91,7 @@ def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progres
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
     testbed = choose_testbed(spec, raw, exp)
-    if testbeds.get(testbed).elsewhere and resume is not None:   # issue 14
+    if testbeds.get(testbed).elsewhere and resume is not None:
         raise InputError(f"--resume: not on the {testbed} testbed (the run happens inside it); run the spec "
                          f"again, or on a testbed of this machine")
     if testbeds.get(testbed).elsewhere:
@@ -102,13 +102,13 @@ def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progres
                                                progress=progress, resume=resume))
     try:
         result = runner.run()
-        ignore_signals()   # issue 17: everything is torn down; a late Ctrl-C must not kill the exit mid-way
+        ignore_signals()   # everything is torn down; a late Ctrl-C must not kill the exit mid-way
     except Interrupted as e:
-        ignore_signals()   # issue 17: torn down; more Ctrl-C must not make the exit a traceback
+        ignore_signals()   # torn down; more Ctrl-C must not make the exit a traceback
         path = runner.archive.path if runner.archive is not None else None
         sys.stderr.write(f"ccrig: interrupted ({e}); everything was torn down"
                          + (f"; finished points are in {path}" if path else "") + "\n")
-        raise typer.Exit(EXIT_CODES.get(str(e), 130))   # issue 16: 143 after SIGTERM
+        raise typer.Exit(EXIT_CODES.get(str(e), 130))   # 143 after SIGTERM
     except CcrigError as e:
         path = runner.archive.path if runner.archive is not None else None
         if path is not None:
@@ -119,7 +119,7 @@ def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progres
     if result.prometheus_url:
         console.print(f"Prometheus: {result.prometheus_url}  e.g. "
                       f"ccrig_flow_goodput_bytes_per_second{{run=\"{result.summary['run']}\"}}")
-    if result.summary.get("failed"):   # issue 16: the run went on past failed repetitions; the exit code says so
+    if result.summary.get("failed"):   # the run went on past failed repetitions; the exit code says so
         raise RunError(f"{result.summary['failed']} repetition(s) failed (their reasons are in "
                        f"{result.path / 'summary.json'})")
 
@@ -163,7 +163,7 @@ def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: 
         raise typer.Exit(r.status)
 
 
-# issue 14: every CI printed says how it was made (summary.json's `ci`: method, n, n_eff, batch length)
+# every CI printed says how it was made (summary.json's `ci`: method, n, n_eff, batch length)
 def _use_inventory(inventory: Optional[Path]) -> None:
     """--inventory: the hosts testbed's inventory for this process (as $CCRIG_INVENTORY would name it)."""
     if inventory is None:
@@ -268,7 +268,7 @@ def _compare_table(run_a: Path, run_b: Path, rows: list[dict]) -> None:
                       *[("–" if v is None else f"{v / 1e6:.3f}") for v in (r["a_bps"], r["b_bps"])],
                       "–" if r["ratio"] is None else f"{r['ratio']:.3f}",
                       "–" if ci is None else f"{ci[0]:.3f} .. {ci[1]:.3f}",
-                      # issue 14: how the interval was made (the reason for none is in --json's ci_reason)
+                      # how the interval was made (the reason for none is in --json's ci_reason)
                       (r.get("ci_method") or "").removeprefix("delta method over ") if ci is not None else "none")
     console.print(table)
     console.print("CI method: the delta method on A's and B's own intervals, each over repetitions (runs) or by "

@@ -173,7 +173,7 @@ def machine_samplers(testbed: Testbed, flows, period: float) -> list[MachineSamp
     return out
 
 
-# --- issue 15: flows without a TCP socket (UDP) ---------------------------------------------------------------
+# --- flows without a TCP socket (UDP) ---------------------------------------------------------------
 class ReceiverLog(FlowSampler):
     """A flow without a TCP socket (a UDP source), measured from its receiver's own output: the receiver prints
     the sampler's line format (experiments/workloads/sources.py) into the archive, and this follows the file as

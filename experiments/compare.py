@@ -3,7 +3,7 @@ to say whether the second reproduces the first.
 
 This side reads the two run directories and says, from each run's resolved spec.yaml, which flows of a point
 are alike (same congestion control, workload and start); analysis/compare.py pools the alike flows' goodput from
-summary.json and gives each ratio B/A with its confidence interval and the method that made it (issue 14: over
+summary.json and gives each ratio B/A with its confidence interval and the method that made it (over
 repetitions, or batch means within a run; why flows alike are pooled, and what the interval says, is told there).
 """
 from __future__ import annotations

@@ -272,7 +272,7 @@ def _over_reps(records: list[dict | None]) -> dict | None:
 
 def gain(with_pause: dict, without: dict) -> dict:
     """The goodput increase PAUSE brings, in percent: 100 (G_pause / G_without - 1), with a confidence interval by
-    the delta method on the two means' own intervals (issue 14, analysis.compare.ratio_ci: each over repetitions
+    the delta method on the two means' own intervals (analysis.compare.ratio_ci: each over repetitions
     or by batch means within a run, saying its method; none, with the reason, when either has none)."""
     out = {"metric": "goodput_bps", "with_pause_bps": with_pause.get("mean"), "without_pause_bps":
            without.get("mean"), "percent": None, "ci95": [None, None],
@@ -286,7 +286,7 @@ def gain(with_pause: dict, without: dict) -> dict:
     out["percent"] = 100 * (r["ratio"] - 1)
     half = r["half"]
     if half is None:
-        # no interval: ci95 stays the point itself, as before issue 14 (its readers expect two numbers);
+        # no interval: ci95 stays the point itself, as in summaries without `ci` (its readers expect two numbers);
         # ci_method "none" and the reason say that it is not an interval
         out["ci95"] = [out["percent"], out["percent"]]
         return out

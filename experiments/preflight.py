@@ -38,7 +38,7 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     # queue disciplines, netem included, that any point's links ask for
     kinds: dict[str, str] = {}
     for p in points:
-        bpf_loss = not netem_here(p.experiment, commands, prefix)   # issue 15
+        bpf_loss = not netem_here(p.experiment, commands, prefix)
         for by_kind in qdisc_kinds(p.experiment.topology.build(p.experiment.n_flows), bpf_loss).values():
             for kind, by in by_kind.items():
                 kinds.setdefault(kind, by)
@@ -69,7 +69,7 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
         problems = CcManager(commands, prefix, points[0].experiment.cc_form).preflight(ccs)
         out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
     out += pause_needs(points, commands, prefix)
-    out += link_conditions(points, commands, prefix)   # issue 15
+    out += link_conditions(points, commands, prefix)
     out += _remote(points, commands, prefix)
     # one line per distinct need
     seen, unique = set(), []
@@ -107,7 +107,7 @@ def qdisc_kinds(topo, bpf_loss: bool = False) -> dict[str, dict[str, str]]:
         for (a, b), eg in (((link.a, link.b), link.a_to_b), ((link.b, link.a), link.b_to_a)):
             if eg.qdisc is not None and eg.rate is not None:
                 out.setdefault(a, {}).setdefault(eg.qdisc.kind, f"the {a}->{b} link's qdisc")
-            # issue 15: random loss alone needs no netem where the BPF program stands in for it
+            # random loss alone needs no netem where the BPF program stands in for it
             if eg.delay > 0 or (eg.needs_netem and not bpf_loss):
                 what = "added delay" if eg.delay > 0 else "random loss"
                 out.setdefault(a, {}).setdefault("netem", f"{what} on the {a}->{b} link")
@@ -131,7 +131,7 @@ def looking_inside(points: list[Point], bed) -> list[Need]:
 
 
 def link_conditions(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
-    """Issue 15, rendered and checked: how each link's random loss is realised (netem, or the BPF program with
+    """How each link's random loss is realised (netem, or the BPF program with
     its tc argv and object), each link event on its schedule (refused by name where this testbed cannot do it),
     and the senders' TCP settings (sysctls and route options; flows sharing a node or route must agree)."""
     out: list[Need] = []

@@ -71,7 +71,7 @@ class Options:
     prometheus_root: Path = Path("results/prometheus")
     prefix: str = field(default_factory=run_prefix)
     progress: bool = True
-    resume: Path | None = None      # issue 14: a run directory to continue (its pairs not yet complete)
+    resume: Path | None = None      # a run directory to continue (its pairs not yet complete)
 
 
 @dataclass
@@ -93,7 +93,7 @@ class Runner:
         self.summary: dict | None = None
         self.sinks: Sinks | None = None
         self.bar: NoBar = NoBar()
-        # issue 14: the (point, repetition) pairs in their order; the complete ones (resume), the ones to run
+        # the (point, repetition) pairs in their order; the complete ones (resume), the ones to run
         self.order: list[tuple[int, int]] = []
         self.done: dict[tuple[int, int], dict] = {}
         self.todo: set[tuple[int, int]] = set()
@@ -107,7 +107,7 @@ class Runner:
         self.samplers: list[FlowSampler] = []
         self.pause: pause_run.PauseRun | None = None
         self.inside: Inside | None = None   # the capture and the queue monitor, when the spec asks
-        # issue 15: the links' BPF loss and events of the repetition
+        # the links' BPF loss and events of the repetition
         self.links: LinkConditions | None = None
         self.sender_tcp: SenderTcp | None = None
 
@@ -125,10 +125,10 @@ class Runner:
             raise InputError("preflight: " + "; ".join(n.problem() for n in missing))
 
     def run(self) -> RunResult:
-        # issue 16: an unwritable or full --out is said before anything is made (preflight probes in a namespace)
+        # an unwritable or full --out is said before anything is made (preflight probes in a namespace)
         archive_room(self.opt.out_root)
         self.preflight()
-        # issue 14: a new run directory, or (--resume) the archived one, continued with its seed and order
+        # a new run directory, or (--resume) the archived one, continued with its seed and order
         if self.opt.resume is not None:
             self.archive, self.summary, self.env = open_to_resume(self.opt.resume, self.raw)
             run_dir = self.archive.path
@@ -147,13 +147,13 @@ class Runner:
                             "interval_s": self.exp.interval, "intervals": self.exp.n_intervals,
                             "warmup": self.exp.warmup, "repetitions": self.exp.repetitions, "complete": False,
                             "points": []}
-        self._plan()   # issue 14
+        self._plan()
         self.archive.write_json("summary.json", self.summary)
         with signals.trapped(self._remaining):
             try:
                 self._load_ccs()
                 self._open_sinks()
-                # issue 14: the (point, repetition) pairs in their seeded order; a point is summarised after the
+                # the (point, repetition) pairs in their seeded order; a point is summarised after the
                 # last of its pairs (on resume, the pairs complete in the archive are read, not run again)
                 last = schedule.last_of_point(self.order)
                 reps_of: dict[int, dict[int, dict]] = {}
@@ -165,11 +165,11 @@ class Runner:
                     for i, (pi, rep) in enumerate(self.order):
                         point = self.points[pi]
                         if (pi, rep) in self.todo:
-                            # issue 16: a repetition that fails (a program or sampler died) is recorded with
+                            # a repetition that fails (a program or sampler died) is recorded with
                             # its reason and the run goes on; the command line's exit code says so at the end
                             try:
                                 entry = self.run_repetition(point, rep)
-                                self.archive.write_repetition(pi, rep, entry)   # issue 14: the pair is complete
+                                self.archive.write_repetition(pi, rep, entry)   # the pair is complete
                                 reps_of.setdefault(pi, {})[rep] = entry
                             except RunError as e:
                                 failed_of.setdefault(pi, []).append({"rep": rep, "failed": str(e)})
@@ -178,7 +178,7 @@ class Runner:
                             self._finish_point(point, reps_of.get(pi, {}), failed_of.get(pi, []))
                 self.summary["complete"] = True
                 self.archive.write_json("summary.json", self.summary)
-                # issue 17: a strict spec fails a run the testbed limited, saying why
+                # a strict spec fails a run the testbed limited, saying why
                 # (a point that failed has no verdict: its failure is reported on its own)
                 limited = [p for p in self.summary["points"]
                            if "fidelity" in p and p["fidelity"].get("verdict") != "ok"]
@@ -240,7 +240,7 @@ class Runner:
     def summarize_point(self, point: specmod.Point, reps: list[dict], numbers: list[int] | None = None) -> dict:
         return summary.point(point, reps, numbers)
 
-    # --- issue 14: the order of the pairs, resuming, a point once all its pairs are done -------------------
+    # --- the order of the pairs, resuming, a point once all its pairs are done -------------------
     def _plan(self) -> None:
         """The seeded order of every (point, repetition) pair, recorded in summary.json; on resume, which pairs
         the archive has complete (their repetition.json) and which points it has summarised already."""
@@ -294,19 +294,19 @@ class Runner:
         out = out or self.archive.rep_dir(point.index, rep)
         pairs = [topo.pairs[i % len(topo.pairs)] for i in range(exp.n_flows)]
         # the kernel's name for the flow's law on its sender (per host on a remote testbed)
-        # issue 15: a flow with a stop sends from start to stop
+        # a flow with a stop sends from start to stop
         flows = [Flow(f.workload, i, self.cc.kernel_name(pairs[i][0], f.cc_label), f.cc_label, *pairs[i],
                       start=f.start, duration=exp.duration if f.stop is None else f.stop - f.start)
                  if f.workload.congestion_control else
                  Flow(f.workload, i, "", "none", *pairs[i], start=f.start,   # UDP: no congestion control
                       duration=exp.duration if f.stop is None else f.stop - f.start)
                  for i, f in enumerate(exp.flow_list())]
-        # issue 15: loss the BPF program realises (no netem here) is taken off the links the testbed builds
+        # loss the BPF program realises (no netem here) is taken off the links the testbed builds
         self.links = LinkConditions(exp, topo, netem_here(exp, self.commands, self.opt.prefix))
         self.testbed = make_testbed(exp, self.links.realised, self.commands, self.opt.prefix)
         try:
             self.testbed.up()
-            # issue 15: BPF drop points, the events' log, the senders' TCP settings (recorded for each point)
+            # BPF drop points, the events' log, the senders' TCP settings (recorded for each point)
             self.links.start(self.testbed, self.commands, out)
             self.sender_tcp = SenderTcp(self.testbed, [(i, f, *pairs[i]) for i, f in enumerate(exp.flow_list())])
             tcp = self.sender_tcp.apply()
@@ -348,12 +348,12 @@ class Runner:
             self.inside.start()
         self.traffic = Traffic(self.testbed, flows, out)
         self.traffic.start_servers()
-        # issue 17: one sampler per machine for every TCP flow's two sockets (UDP flows: their receiver's log)
+        # one sampler per machine for every TCP flow's two sockets (UDP flows: their receiver's log)
         self.samplers = machine_samplers(self.testbed, [f for f in flows if f.workload.tcp_info], TRACE_PERIOD)
         self.samplers += [ReceiverLog(self.testbed, f.receiver, f.receiver_key, [f.sender_key, f.receiver_key],
                                       out / f.workload.server_output.format(index=f.index),
                                       self.traffic.server_of(f), TRACE_PERIOD)
-                          for f in flows if not f.workload.tcp_info]   # issue 15
+                          for f in flows if not f.workload.tcp_info]
         sampler_of = {k: s for s in self.samplers for k in s.keys}
         # time starts once every sampler is polling: a Python start can take seconds on a slow (emulated) CPU
         for s in self.samplers:
@@ -372,13 +372,13 @@ class Runner:
                   "qdisc": exp.topology.bottleneck.qdisc.label() if hasattr(exp.topology, "bottleneck") else "",
                   **(self.pause.labels() if self.pause else {})}
         pending = sorted(flows, key=lambda f: f.start)
-        self.links.start_clock(t0, labels)   # issue 15: link events, applied on a clock of their own from t0
+        self.links.start_clock(t0, labels)   # link events, applied on a clock of their own from t0
         qdisc_prev = self._with_links(self._qdisc_totals(queues, upstream, tables, 0.0))
-        # issue 17: the run certifies itself (CPU, the bottleneck's dequeue rate and queue, the sampler's lateness)
+        # the run certifies itself (CPU, the bottleneck's dequeue rate and queue, the sampler's lateness)
         monitor = fidelity.Monitor(rate, t_max, exp.warmup, qdisc_prev["rows"],
                                    greedy=fidelity.greedy(topo, flows, exp.flows),
                                    steady=self.pause is None and not getattr(exp, "events", None))
-        tables.intervals.add_columns(["active", "fair_share_bps", "link_dropped"])   # issue 15
+        tables.intervals.add_columns(["active", "fair_share_bps", "link_dropped"])
         if exp.queue_monitor:
             tables.intervals.add_columns(list(QUEUE_COLUMNS))
         rows_by_flow: dict[int, list[dict]] = {f.index: [] for f in flows}
@@ -396,21 +396,21 @@ class Runner:
                         break
                     time.sleep(max(0.0, min(wake, boundary) - now))
                 q = self._with_links(self._qdisc_totals(queues, upstream, tables, time.time() - t0))
-                late = self._wait_samples(boundary + GRACE, t0)   # issue 14: samplers still late: degraded
+                late = self._wait_samples(boundary + GRACE, t0)   # samplers still late: degraded
                 a, b = boundary - exp.interval, boundary
                 rows = []
-                # issue 15: T_max shared among the flows active in [a, b] only
+                # T_max shared among the flows active in [a, b] only
                 shares = fair_shares(t_max, [(f.start, f.start + f.duration) for f in flows], a, b, paths, capacity)
                 for f, fs in zip(flows, shares):
                     snd = FlowSeries(sampler_of[f.sender_key].snapshot(f.sender_key))
-                    row = f.workload.interval(snd, a, b, fs or t_max)   # issue 15: a UDP kind's own rows
+                    row = f.workload.interval(snd, a, b, fs or t_max)   # a UDP kind's own rows
                     row.update(active=fs is not None, fair_share_bps=fs)
                     rows.append(row)
                     rows_by_flow[f.index].append(row)
                 sysrow = system_interval(rows, t_max, q["dropped"] - qdisc_prev["dropped"],
                                          q["offered"] - qdisc_prev["offered"])
-                sysrow["link_dropped"] = q["link_dropped"] - qdisc_prev["link_dropped"]   # issue 15
-                # issue 14: Jain over throughput (study 001) beside the goodput one; an interval computed while a
+                sysrow["link_dropped"] = q["link_dropped"] - qdisc_prev["link_dropped"]
+                # Jain over throughput (study 001) beside the goodput one; an interval computed while a
                 # sampler was more than 1 s late (stale counters) is marked degraded, said, and counted
                 sysrow["jain_throughput"] = summary.jain_throughput(rows)
                 for r in [*rows, sysrow]:
@@ -424,12 +424,12 @@ class Runner:
                 sysrow.update(monitored)
                 qdisc_prev = q
                 system_rows.append(sysrow)
-                monitor.interval(k - 1, exp.interval, sysrow["goodput_bps"], q["rows"])   # issue 17
+                monitor.interval(k - 1, exp.interval, sysrow["goodput_bps"], q["rows"])
                 tables.interval(k - 1, a, b, flows, rows, sysrow)
                 self.sinks.publish([*(self.pause.samples(labels, t0 + b) if self.pause else []),
                                     *interval_samples(labels, flows, rows, sysrow, q["all_rows"], t0 + b),
                                     *link_drop_samples(labels, q["per_link"], t0 + b),
-                                    *self.links.applied(), *queue_samples])   # issue 15: the link events
+                                    *self.links.applied(), *queue_samples])   # the link events
                 self.bar.advance()
             # the senders end on their own; their sockets' final counters close the trace
             self.traffic.wait(timeout=exp.duration + 30)
@@ -444,20 +444,20 @@ class Runner:
         inside = self.inside.stop(flows, sampler_of) if self.inside is not None else {}
         self.inside = None
         entry = summary.repetition(flows, rows_by_flow, system_rows, exp.warmup, t_max, share, checks,
-                                   exp.ci)   # issue 14: the spec's confidence level
-        # issue 14: a min RTT below propagation + one packet's transmission time is not a data packet's; say so
+                                   exp.ci)   # the spec's confidence level
+        # a min RTT below propagation + one packet's transmission time is not a data packet's; say so
         entry["min_rtt_floor_s"] = summary.min_rtt_floor(exp.topology, topo.wire, rate)
         entry["measurement_problems"] += summary.min_rtt_problems(entry, entry["min_rtt_floor_s"])
         entry["warnings"] = summary.trace_warnings(flows, sampler_of)
-        entry["kernel_fault"] = summary.kernel_faults(flows, sampler_of)   # issue 16: samples law checks leave out
-        entry["fidelity"] = monitor.verdict(self.samplers, TRACE_PERIOD)   # issue 17
+        entry["kernel_fault"] = summary.kernel_faults(flows, sampler_of)   # samples law checks leave out
+        entry["fidelity"] = monitor.verdict(self.samplers, TRACE_PERIOD)
         entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time
         self.sinks.publish(source_samples(labels, entry, flows, time.time()))   # the packet sources' own numbers
         entry.update(inside)
         entry["warnings"] += [x[k] for x in inside.values() for k in ("warning", "note") if k in x]
         if self.pause is not None:
             entry["pause"] = self.pause.summary()
-        links = self.links.drops()[2]   # issue 15: each drop point's totals (BPF or netem); failed link events
+        links = self.links.drops()[2]   # each drop point's totals (BPF or netem); failed link events
         if links:
             entry["links"] = links
         entry["warnings"] += self.links.errors
@@ -467,7 +467,7 @@ class Runner:
 
     def _wait_samples(self, until: float, t0: float) -> list[str]:
         """Sleeps until `until` (seconds since t0) and until every live sampler has reported past it, at most 1 s
-        longer. Returns the nodes whose sampler is still late then (issue 14: the interval is degraded)."""
+        longer. Returns the nodes whose sampler is still late then (the interval is degraded)."""
         deadline = t0 + until + 1.0
         late = []
         while time.time() < deadline:
@@ -475,7 +475,7 @@ class Runner:
             if time.time() - t0 >= until and not late:
                 break
             time.sleep(0.01)
-        # issue 16: a sampler process that ended mid-run fails the repetition (its flows would measure nothing);
+        # a sampler process that ended mid-run fails the repetition (its flows would measure nothing);
         # a UDP flow's receiver (ReceiverLog) may end with its flow, so it counts only when it is late
         dead = [s for s in self.samplers if s.proc.poll() is not None
                 and (not isinstance(s, ReceiverLog) or time.time() >= deadline)]
@@ -485,7 +485,7 @@ class Runner:
         return [str(s.node) for s in late]
 
     def _with_links(self, q: dict) -> dict:
-        """Issue 15: the bottleneck's totals with the links' drops (BPF random loss and outages) added: every
+        """The bottleneck's totals with the links' drops (BPF random loss and outages) added: every
         drop counts into the system loss, and a drop before the bottleneck into the packets offered too."""
         dropped, before, per = self.links.drops()
         return {**q, "dropped": q["dropped"] + dropped, "offered": q["offered"] + before, "link_dropped": dropped,
@@ -527,7 +527,7 @@ class Runner:
             if self.inside is not None:
                 self.inside.close()
                 self.inside = None
-            if self.sender_tcp is not None:   # issue 15: each owner restores what it changed
+            if self.sender_tcp is not None:   # each owner restores what it changed
                 self.sender_tcp.restore()
                 self.sender_tcp = None
             if self.links is not None:
@@ -538,7 +538,7 @@ class Runner:
                 self.testbed = None
 
     def _remaining(self) -> str:
-        """What the teardown still has to remove (issue 17: said on a second Ctrl-C)."""
+        """What the teardown still has to remove (said on a second Ctrl-C)."""
         parts = [what for what, there in (("the flows' programs", self.traffic), ("the samplers", self.samplers),
                                           ("PAUSE", self.pause), ("the link events", self.links)) if there]
         if self.testbed is not None:

@@ -17,7 +17,7 @@ them all. Each --sock after it is one socket as LOCAL_ADDR,LOCAL_PORT,REMOTE_ADD
 Why exact lookups and not dumps: a dump (NLM_F_DUMP, what `ss` does) walks the whole TCP established hash table,
 which the kernel shares among all namespaces (262144 buckets on this 2-core machine): one dump costs ~0.3 ms
 of kernel time however few sockets match, so 200 namespaces x 2 families at 50 Hz is several cores (the cause of
-issue 17's load average of 220). An exact lookup by 4-tuple is one hash probe. All of a namespace's requests go
+a load average of 220 at 300 flows). An exact lookup by 4-tuple is one hash probe. All of a namespace's requests go
 in one send(); their replies are read in one pass. An IPv4 lookup also finds a dual-stack IPv6 socket carrying
 an IPv4 connection (the kernel looks v4-mapped connections up in the same table); a lookup that lands on the
 listener (a server socket before its connection exists) or a TIME_WAIT socket is not reported.

@@ -1,4 +1,4 @@
-"""Issue 14: which (point, repetition) pairs a run makes, and in what order.
+"""Which (point, repetition) pairs a run makes, and in what order.
 
 Repetitions and sweep points run in a randomised order, seeded, so that slow drift of the machine (a warming
 CPU, another tenant, a growing page cache) spreads over all points instead of masquerading as a trend along the

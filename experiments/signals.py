@@ -2,7 +2,7 @@
 
 While a run goes, SIGINT and SIGTERM raise Interrupted where the run is (trapped). While it tears down, they are
 only noted (deferred): a second Ctrl-C must not cut the teardown short, so it is raised once everything is gone;
-it is answered with one line saying what is still being cleaned (issue 17). Signal handlers belong to the main
+it is answered with one line saying what is still being cleaned. Signal handlers belong to the main
 thread: elsewhere (a runner in a test's thread) both do nothing. EXIT_CODES: the shell's 128 + signal number.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 from typing import Callable
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}   # issue 16: SIGTERM ends as a shell says it did
+EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}   # SIGTERM ends as a shell says it did
 
 
 class Interrupted(Exception):
@@ -51,14 +51,14 @@ def raise_on_interrupt() -> None:
 
 def ignore() -> None:
     """Everything is torn down and the process is on its way out: a late Ctrl-C must not turn the clean exit into
-    a KeyboardInterrupt traceback and a death by SIGINT (issue 17)."""
+    a KeyboardInterrupt traceback and a death by SIGINT."""
     if threading.current_thread() is threading.main_thread():
         for s in SIGNALS:
             signal.signal(s, signal.SIG_IGN)
 
 
 class trapped:
-    """Within it, the first SIGINT or SIGTERM raises Interrupted; later ones are only said (issue 17): the
+    """Within it, the first SIGINT or SIGTERM raises Interrupted; later ones are only said: the
     teardown the first one set off must not be cut short on its way into deferred()."""
 
     def __init__(self, remaining: Callable[[], str] | None = None):
@@ -82,7 +82,7 @@ class trapped:
 
 class deferred:
     """Within it, SIGINT and SIGTERM are noted; the first is raised as Interrupted on leaving, unless another
-    exception is already on its way. remaining() (issue 17) names what is still to tear down, said on each one."""
+    exception is already on its way. remaining() names what is still to tear down, said on each one."""
 
     def __init__(self, remaining: Callable[[], str] | None = None):
         self.remaining = remaining

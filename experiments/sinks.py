@@ -48,7 +48,7 @@ class Sinks:
                 self.backfilled = [str(b) for b in backfill(self.run_dir, server.root / "data", self.commands,
                                                             {"job": job_name(self.interval),
                                                              "instance": self.run_id})]
-            # issue 14: instance is the run, not the exporter's port, so a resumed run's series are the same series
+            # instance is the run, not the exporter's port, so a resumed run's series are the same series
             self.target = server.add_target(self.interval, self.run_id, self.exporter.address,
                                             {"instance": self.run_id})
         else:
@@ -102,13 +102,13 @@ def point_samples(labels: dict, point: dict) -> list[Sample]:
             for m in METRICS + (["jain"] if scope == "system" else []):
                 s = e[m]
                 suffix, factor = SERIES[m]
-                ci = s["ci95"] or (None, None)   # issue 14: null when the interval's method is none
+                ci = s["ci95"] or (None, None)   # null when the interval's method is none
                 for stat_name, v in (("mean", s["mean"]), ("std", s["std"]), ("ci95_low", ci[0]),
                                      ("ci95_high", ci[1])):
                     if v is not None:
                         out.append(Sample("point_result", {**lab, "series": f"ccrig_{scope}_{suffix}",
                                                            "stat": stat_name}, v * factor, ts))
-    # issue 17: the point's fidelity verdict, 1 when the testbed (not the configured link) limited it
+    # the point's fidelity verdict, 1 when the testbed (not the configured link) limited it
     fid = point.get("fidelity")
     if fid is not None:
         out.append(Sample("point_fidelity", {**labels, "verdict": fid["verdict"]},

@@ -11,8 +11,8 @@
     warmup: 1            # measurement intervals discarded at the start
     repetitions: 1
     sweep: {topology.bottleneck.buffer: [10pkt, 50pkt]}
-    ci: 0.95             # confidence level of every interval (issue 14)
-    seed: 7              # order of the (point, repetition) pairs (issue 14; default derived and recorded)
+    ci: 0.95             # confidence level of every interval
+    seed: 7              # order of the (point, repetition) pairs (default derived and recorded)
 
 Every error names the path of the field, the value given and what is accepted.
 """
@@ -55,11 +55,11 @@ class Flow(BaseModel):
     # one of the workloads (experiments/workloads/), by kind; bulk when none is named
     workload: WorkloadField = Field(default_factory=workloads.default)
     start: TimeField = 0.0
-    # issue 15: the flow ends at `stop` (contention that decreases); its metrics cover its active intervals only
+    # the flow ends at `stop` (contention that decreases); its metrics cover its active intervals only
     stop: TimeField | None = None
-    # issue 15: the sender's congestion window never exceeds this many packets (the route's `cwnd lock`)
+    # the sender's congestion window never exceeds this many packets (the route's `cwnd lock`)
     max_window: int | None = Field(None, ge=1, le=1_000_000)
-    # issue 15: per-sender TCP behaviour (sack, recovery, frto, ecn, initcwnd, rto_min, quickack): sender_tcp.py
+    # per-sender TCP behaviour (sack, recovery, frto, ecn, initcwnd, rto_min, quickack): sender_tcp.py
     tcp: TcpSettings | None = None
 
     @property
@@ -95,7 +95,7 @@ class _Experiment(BaseModel):
     warmup: int = Field(1, ge=0)
     repetitions: int = Field(1, ge=1, le=MAX_REPETITIONS)
     sweep: dict[str, list[Any]] = {}
-    # issue 15: link events on a schedule (experiments/events/): down, rate, loss, delay
+    # link events on a schedule (experiments/events/): down, rate, loss, delay
     events: list[EventField] = []
     # pause_chain: every point also runs without PAUSE (T1 = T2 = B2) and reports the goodput gain
     pause_gain: bool = False
@@ -103,12 +103,12 @@ class _Experiment(BaseModel):
     capture: CaptureSpec | None = None
     # the bottleneck's (and PAUSE queues') occupancy at every change and each packet's sojourn (qdiscs/sojourn/)
     queue_monitor: bool = False
-    # issue 17: strict fails the run (exit 1) when a point was testbed-limited (experiments/fidelity.py); warn
+    # strict fails the run (exit 1) when a point was testbed-limited (experiments/fidelity.py); warn
     # only reports the verdict
     fidelity: Literal["warn", "strict"] = "warn"
-    # issue 14: the confidence level of every interval (0.95; 0.9973 is Keshav's 3σ, `ccrig run --sigma 3`)
+    # the confidence level of every interval (0.95; 0.9973 is Keshav's 3σ, `ccrig run --sigma 3`)
     ci: float = Field(0.95, gt=0.5, lt=1.0)
-    # issue 14: the seed of the randomised order of (point, repetition) pairs; none: derived from the run's name
+    # the seed of the randomised order of (point, repetition) pairs; none: derived from the run's name
     # and recorded in summary.json (a resumed run reuses it)
     seed: int | None = Field(None, ge=0, le=2**63 - 1)
 
@@ -170,12 +170,12 @@ class _Experiment(BaseModel):
             if f.start >= self.duration:
                 raise ValueError(f"flows[{i}].start: got {f.start:g}s; expected a time before the end of the run "
                                  f"(duration {self.duration:g}s)")
-            if f.stop is not None and f.stop <= f.start:   # issue 15
+            if f.stop is not None and f.stop <= f.start:
                 raise ValueError(f"flows[{i}].stop: got {f.stop:g}s; expected a time after start ({f.start:g}s)")
-            if f.stop is not None and f.stop > self.duration:   # issue 15
+            if f.stop is not None and f.stop > self.duration:
                 raise ValueError(f"flows[{i}].stop: got {f.stop:g}s; expected a time within the run "
                                  f"(duration {self.duration:g}s)")
-        if self.events:   # issue 15: every event on a link the topology has (netem is the testbed's: preflight)
+        if self.events:   # every event on a link the topology has (netem is the testbed's: preflight)
             problems = events.problems(self.events, self.topology.build(self.n_flows), True, self.duration)
             if problems:
                 raise ValueError(problems[0])

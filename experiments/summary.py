@@ -1,7 +1,7 @@
 """What summary.json says of a repetition and of a point, assembled from the interval rows and the samplers.
 
 A repetition: per metric the mean of its measured interval means, their spread and a confidence interval that
-holds (issue 14, analysis.stats.confidence: batch means within the run), for the system and each flow; the
+holds (analysis.stats.confidence: batch means within the run), for the system and each flow; the
 cross-check of the kernel's byte counts against the workload program's own; the faults seen in the trace; what
 each workload kind adds (files: `transfers`). A point: the same metrics over its repetitions (Student's t over
 the repetitions' means when there are two or more), and the repetitions themselves.
@@ -25,7 +25,7 @@ from .collectors import FlowSampler
 from .workloads import Flow
 
 METRICS = ["goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s"]
-# issue 14: Jain's index over goodput (`jain`) and, as study 001 defines it, over throughput (`jain_throughput`)
+# Jain's index over goodput (`jain`) and, as study 001 defines it, over throughput (`jain_throughput`)
 SYSTEM_ONLY = ["jain", "jain_throughput"]
 FLOW_KEYS = ("flow", "cc", "kernel_cc", "sender", "receiver")
 
@@ -46,7 +46,7 @@ def over_repetitions(per_rep: list[dict], level: float) -> dict:
 
 
 def goodput_problems(entry: dict, t_max: float) -> list[str]:
-    """Issue 14: goodput above T_max (the bottleneck's payload capacity) beyond its confidence interval is a
+    """Goodput above T_max (the bottleneck's payload capacity) beyond its confidence interval is a
     measurement problem, not a fact: the system's and each flow's. Without an interval, a mean above T_max is
     flagged too (nothing says it is within the noise)."""
     out = []
@@ -62,7 +62,7 @@ def goodput_problems(entry: dict, t_max: float) -> list[str]:
     return out
 
 
-# issue 14: a repetition with more than this share of its measured intervals degraded (a sampler more than 1 s
+# a repetition with more than this share of its measured intervals degraded (a sampler more than 1 s
 # late, so the interval came from stale counters) is unreliable, and so is its point
 UNRELIABLE_SHARE = 0.1
 
@@ -75,7 +75,7 @@ def jain_throughput(rows: list[dict]) -> float | None:
 
 
 def min_rtt_floor(topology, wire_bytes: int, rate_bps: float) -> float:
-    """Issue 14: the least RTT a data packet of a flow can see: the path's configured propagation RTT (the spec's
+    """The least RTT a data packet of a flow can see: the path's configured propagation RTT (the spec's
     `topology.rtt`, divided by a scaled topology's `scale`; 0 where no delay is added) plus one full-size
     packet's transmission time at the bottleneck rate (1.2 ms at 10 Mbit/s)."""
     # with per-pair RTTs (dumbbell, tandem) the least of them: a floor must hold for every flow
@@ -112,8 +112,8 @@ def degraded(system_rows: list[dict], warmup: int) -> dict | None:
 def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_rows: list[dict], warmup: int,
                t_max: float, share: float, checks: list[dict], level: float = stats.LEVEL) -> dict:
     def stat(rows, name):
-        # issue 15: a flow's metrics cover only the intervals it was active in (started, not yet stopped)
-        # issue 14: the interval within one run is by batch means (stats.within_run), saying its method
+        # a flow's metrics cover only the intervals it was active in (started, not yet stopped)
+        # the interval within one run is by batch means (stats.within_run), saying its method
         return stat_of(stats.within_run([r.get(name) for r in stats.measured(rows, warmup)
                                          if r.get("active", True)], level))
     system = {m: stat(system_rows, m) for m in METRICS + SYSTEM_ONLY}
@@ -121,12 +121,12 @@ def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_ro
     for f in flows:
         entry = {"flow": f.index, "cc": f.label, "kernel_cc": f.cc, "sender": f.sender, "receiver": f.receiver}
         entry.update({m: stat(rows_by_flow[f.index], m) for m in METRICS})
-        if any("fair_share_bps" in r for r in rows_by_flow[f.index]):   # issue 15: T_max of the active flows
+        if any("fair_share_bps" in r for r in rows_by_flow[f.index]):   # T_max of the active flows
             entry["fair_share_bps"] = stat(rows_by_flow[f.index], "fair_share_bps")
         per_flow.append(entry)
     out = {"system": system, "flows": per_flow, "t_max_bps": t_max, "fair_share_bps": share, "cross_check": checks}
-    out["measurement_problems"] = goodput_problems(out, t_max)   # issue 14
-    late = degraded(system_rows, warmup)   # issue 14
+    out["measurement_problems"] = goodput_problems(out, t_max)
+    late = degraded(system_rows, warmup)
     if late is not None:
         out["degraded"] = late
         if late["unreliable"]:
@@ -148,15 +148,15 @@ def point(p: specmod.Point, reps: list[dict], numbers: list[int] | None = None) 
     numbers = list(range(len(reps))) if numbers is None else numbers
     out = {"index": p.index, "params": p.params, "t_max_bps": reps[0]["t_max_bps"],
            "fair_share_bps": reps[0]["fair_share_bps"], "system": system, "flows": flows,
-           "fidelity": fidelity.point_verdict(reps),   # issue 17: ok / testbed-limited, with the reasons
+           "fidelity": fidelity.point_verdict(reps),   # ok / testbed-limited, with the reasons
            "repetitions": [{"rep": n, **r} for n, r in zip(numbers, reps)]}
-    # issue 14: goodput above T_max, and each repetition's own problems (min RTT below the physical floor)
+    # goodput above T_max, and each repetition's own problems (min RTT below the physical floor)
     out["measurement_problems"] = goodput_problems(out, out["t_max_bps"]) + [
         f"repetition {n}: {x}" for n, r in zip(numbers, reps) for x in r.get("measurement_problems", [])]
     if "min_rtt_floor_s" in reps[0]:
         out["min_rtt_floor_s"] = reps[0]["min_rtt_floor_s"]
     unreliable = [f"repetition {n}: {r['unreliable']}" for n, r in zip(numbers, reps) if r.get("unreliable")]
-    if unreliable:   # issue 14: a late sampler degraded too many of a repetition's intervals
+    if unreliable:   # a late sampler degraded too many of a repetition's intervals
         out["unreliable"] = unreliable
     return out
 
@@ -198,7 +198,7 @@ def by_kind(flows: list[Flow], results: dict[int, Any]) -> dict:
 def trace_warnings(flows: list[Flow], sampler_of: dict[str, FlowSampler]) -> list[str]:
     """Kernel faults that make a flow's numbers unreliable. On some kernels (seen on 6.18) a BPF congestion
     control's ssthresh callback now and then leaves ssthresh at a garbage value (beyond any law's), and the
-    kernel then grows cwnd to ~1e9: flag it rather than hide it (issue 16: ccrig.tcp_modules.bpf_fault)."""
+    kernel then grows cwnd to ~1e9: flag it rather than hide it (ccrig.tcp_modules.bpf_fault)."""
     out = []
     for f in flows:
         bad = [s for _, s in sampler_of[f.sender_key].snapshot(f.sender_key) if bpf_fault.hit(s)]
@@ -210,7 +210,7 @@ def trace_warnings(flows: list[Flow], sampler_of: dict[str, FlowSampler]) -> lis
 
 
 def kernel_faults(flows: list[Flow], sampler_of: dict[str, FlowSampler]) -> list[dict]:
-    """Issue 16: per flow that the kernel's BPF struct_ops fault hit, the samples a law check leaves out
+    """Per flow that the kernel's BPF struct_ops fault hit, the samples a law check leaves out
     (ccrig.tcp_modules.bpf_fault.clean_runs) of all its samples, and the faults' spans in seconds."""
     out = []
     for f in flows:

@@ -70,7 +70,7 @@ def print_summary(summary: dict) -> None:
             ("eee", "EEE", ""), ("uar", "UAR", ""), ("loss", "loss", ""), ("rtt_s", "RTT ms", "ms")]
     for p in summary["points"]:
         params = ", ".join(f"{k}={v}" for k, v in p["params"].items()) or "single point"
-        if "failed" in p:   # issue 16: no repetition of it finished
+        if "failed" in p:   # no repetition of it finished
             console.print(f"point {p['index']}: {params} — failed: {p['failed']}")
             continue
         t = Table(title=f"point {p['index']}: {params} — T_max {p['t_max_bps'] / 1e6:.3f} Mbit/s "
@@ -80,9 +80,9 @@ def print_summary(summary: dict) -> None:
         for _, title, _ in cols:
             t.add_column(title, justify="right")
         t.add_column("Jain", justify="right")
-        t.add_column("Jain (T)", justify="right")   # issue 14: study 001's, over throughput
+        t.add_column("Jain (T)", justify="right")   # study 001's, over throughput
         s = p["system"]
-        # issue 14: each CI says its method: once for the table when all share one, else a mark per cell
+        # each CI says its method: once for the table when all share one, else a mark per cell
         found = methods([f[m] for f in [*p["flows"], s] for m, _, _ in cols] + [s.get("jain"), s.get("jain_throughput")])
         marked = len(found) > 1
         for f in p["flows"]:
@@ -91,18 +91,18 @@ def print_summary(summary: dict) -> None:
                   _fmt(s["jain_throughput"], "", marked) if "jain_throughput" in s else "", style="bold")
         console.print(t)
         console.print(ci_note(summary, None if marked else next(iter(found), "none")), markup=False)
-        for problem in p.get("measurement_problems", []):   # issue 14: goodput above T_max beyond its CI
+        for problem in p.get("measurement_problems", []):   # goodput above T_max beyond its CI
             console.print(f"measurement problem: {problem}", markup=False)
-        for why in p.get("unreliable", []):   # issue 14: a late sampler degraded too many intervals
+        for why in p.get("unreliable", []):   # a late sampler degraded too many intervals
             console.print(f"unreliable: {why}", markup=False)
-        fid = p.get("fidelity")   # issue 17: whether the testbed, not the configured link, limited the point
+        fid = p.get("fidelity")   # whether the testbed, not the configured link, limited the point
         if fid is not None:
             console.print(f"fidelity: {fid['verdict']}" + (f" — {'; '.join(fid['reasons'])}" if fid["reasons"]
                                                           else ""), markup=False)
         gain = p.get("pause_gain")
         if gain and gain.get("percent") is not None:
             lo, hi = gain.get("ci95") or (None, None)
-            none = lo is None or gain.get("ci_method") == "none"   # issue 14: say how, or why not
+            none = lo is None or gain.get("ci_method") == "none"   # say how, or why not
             ci = (f" (no CI: {gain.get('reason') or 'too few samples'})" if none else
                   f" ({gain.get('level', 0.95) * 100:.4g} % CI {lo:.1f} .. {hi:.1f}, "
                   f"{gain.get('ci_method') or 'delta method'})")

@@ -1,6 +1,6 @@
 """A kernel fault that BPF congestion controls meet on some kernels, found in a trace of TCP_INFO samples.
 
-What happens (issue 16): the kernel skips a BPF struct_ops program now and then and the trampoline that
+What happens: the kernel skips a BPF struct_ops program now and then and the trampoline that
 should have run it returns an uninitialised stack word instead. For `ssthresh` the kernel stores that word in
 snd_ssthresh; proportional rate reduction then turns it into a cwnd of 10^8..10^9, the flow bursts hundreds
 of packets into the queue, and the losses that follow halve the garbage threshold for a second or more before

@@ -110,7 +110,7 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
                      *[fmt_stat(s.get(k), sc) for k, _, sc in TABLE_METRICS], fmt_stat(s.get("jain")),
                      fmt_stat(s.get("jain_throughput"))])
     doc.table(header, rows)
-    # issue 14: how each interval was made; measurement problems (goodput above T_max) and unreliable points
+    # how each interval was made; measurement problems (goodput above T_max) and unreliable points
     cis = ci_rows(points, [*TABLE_METRICS, ("jain", "Jain", 1.0), ("jain_throughput", "Jain (throughput)", 1.0)])
     if cis:
         doc.h(2, "Confidence intervals")
@@ -121,7 +121,7 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
         doc.h(2, "Measurement problems")
         for x in problems:
             doc.p(x)
-    # issue 17: whether the testbed, not the configured bottleneck, limited each point (experiments/fidelity.py)
+    # whether the testbed, not the configured bottleneck, limited each point (experiments/fidelity.py)
     if any("fidelity" in p for p in points):
         doc.h(2, "Fidelity")
         doc.table(["point", "verdict", "why"],

@@ -28,7 +28,7 @@ def swept_params(points: list[dict]) -> list[str]:
     return [k for k in keys if len({json.dumps(p.get("params", {}).get(k), sort_keys=True) for p in points}) > 1]
 
 
-# issue 14: the mark of each confidence interval's method (summary.json's `ci`)
+# the mark of each confidence interval's method (summary.json's `ci`)
 CI_MARKS = {"runs": "r", "batches": "b"}
 
 

@@ -1,4 +1,4 @@
-"""The ceiling of one flow (issue 17, item 4): one cubic flow through the dumbbell's packet-counted bottleneck
+"""The ceiling of one flow (item 4): one cubic flow through the dumbbell's packet-counted bottleneck
 (pfifo of 100 wire packets, about 5 bandwidth-delay products at 1 Gbit/s here), at rising rates, with wire
 packets on every hop (the default) and with `topology.gso: true` (senders keep super-packets, the bottleneck's
 tbf cuts them: qdiscs/shaper.py). Per cell: goodput / T_max and the fidelity monitor's verdict (a whole `ccrig

@@ -1,6 +1,6 @@
 """Markov PAUSE solver: time and peak memory on the paper's sizes and on about a million states.
 
-Goals (issue 6): the paper's instances (B1 = 10, B2 = 20, N = 2 or 3: 924 / 1386 states) well under 0.1 s each;
+Goals: the paper's instances (B1 = 10, B2 = 20, N = 2 or 3: 924 / 1386 states) well under 0.1 s each;
 about a million states (B1, B2 in the hundreds, N = 16) in under a minute on 2 cores. Each large case runs in
 a child process so that its peak RSS is its own (ru_maxrss of the child), and the figures of the machine's
 load at the time are recorded beside them (the 2 cores are shared; timings are noisy).

@@ -1,4 +1,4 @@
-"""Scale and fidelity (issue 17): a flows x rate grid of bulk cubic flows through the default dumbbell on netns,
+"""Scale and fidelity: a flows x rate grid of bulk cubic flows through the default dumbbell on netns,
 each a whole `ccrig run` — its wall time against the spec's duration, the setup time before the first interval,
 the machine's sampler's CPU (one process for every namespace), goodput / T_max and the fidelity monitor's verdict.
 

@@ -12,7 +12,7 @@ per router. It skips Mininet.init's fixLimits as the testbed does (host-wide sys
 topologies/testbeds/mininet/testbed.py).
 
 Both sides do the work an experiment needs, so the comparison is of the same work:
-* wire-sized packets (DESIGN.md's GSO trap): the testbed sets gso_max_segs 1 / gso_max_size / gro_max_size and
+* wire-sized packets (docs/architecture.md's GSO trap): the testbed sets gso_max_segs 1 / gso_max_size / gro_max_size and
   tso/gso/gro/tx off on every node interface and switch port; plain Mininet does none of it, so the plain
   script does it too, as a Mininet user would: one `cmd` per interface on its node (switch ports on their
   switch), after net.start();
@@ -38,7 +38,7 @@ from pathlib import Path
 
 SENDERS = 30
 GOAL_S = 2.0
-GOAL_MININET_RATIO = 1.5  # the mininet testbed's up + down against plain Mininet's (issue 17)
+GOAL_MININET_RATIO = 1.5  # the mininet testbed's up + down against plain Mininet's
 
 
 def _topology():

@@ -1,4 +1,4 @@
-"""`make soak N=...` (issue 16 item 5): N short runs back to back (2 flows, 3 s), a tenth of them killed with
+"""`make soak N=...`: N short runs back to back (2 flows, 3 s), a tenth of them killed with
 SIGKILL at a random moment and followed by `ccrig clean`; after each run, what it left: namespaces, root-namespace
 qdiscs, processes, registered congestion controls, open files of ccrig processes, duplicate Prometheus series (if
 a local Prometheus is up), and any new kernel warning. Writes results/bench/soak.json. Run as root.

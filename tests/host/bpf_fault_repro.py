@@ -1,4 +1,4 @@
-"""Reproduces and counts the kernel's BPF struct_ops fault (issue 16, tcp_modules/bpf_fault.py) with no law of
+"""Reproduces and counts the kernel's BPF struct_ops fault (tcp_modules/bpf_fault.py) with no law of
 ours involved: the kernel's own reno written as a BPF program (bpf_fault_repro.bpf.c), driven by `ccrig run`
 on the law tests' path (10 Mbit/s htb + 24-packet pfifo on the router).
 

@@ -1,4 +1,4 @@
-"""Fault survival (issue 16 item 4) and signals in every phase (issue 17 item 2), on real namespaces, iperf3 and
+"""Fault survival and signals in every phase, on real namespaces, iperf3 and
 Prometheus: a program killed mid-run fails its repetition and the run goes on; a Prometheus gone mid-run loses
 nothing; an unwritable or full --out is one line before set-up; two runs of one spec do not collide; SIGTERM
 tears down as SIGINT does; SIGKILL then `ccrig clean` leaves nothing; SIGINT in any phase ends a run in seconds."""
@@ -190,7 +190,7 @@ def test_sigkill_then_ccrig_clean_leaves_nothing(ccrig):
     assert not [c for c in _available_ccs() if str(p.pid) in c]
 
 
-# --- issue 17 item 2: SIGINT ends a run within seconds in every phase -------------------------------------------
+# --- SIGINT ends a run within seconds in every phase -------------------------------------------
 FLOWS = 30
 
 

@@ -1,4 +1,4 @@
-"""The run certifies itself (issue 17): a point the link limits is `ok`; one flow asked for several Gbit/s on
+"""The run certifies itself: a point the link limits is `ok`; one flow asked for several Gbit/s on
 this machine is `testbed-limited` with its reason, and `fidelity: strict` then fails the run (exit 1) saying
 why. Each run is 5 s of one or two flows through the netns dumbbell."""
 from __future__ import annotations

@@ -48,7 +48,7 @@ def test_drop_tail_bottleneck_shapes_and_drops(dumbbell, qdisc, buffer):
     # a full drop-tail queue: TCP overflowed it, and it never held more than its limit (20 wire packets)
     assert leaf["dropped"] > 0 and leaf["sent_packets"] > 1000
     assert 0 < peak <= 20
-    # packets at the bottleneck are wire-sized: no GSO super-packets slip past the limit (DESIGN.md)
+    # packets at the bottleneck are wire-sized: no GSO super-packets slip past the limit (docs/architecture.md)
     assert leaf["sent_bytes"] / leaf["sent_packets"] <= 1514
 
 

@@ -1,4 +1,4 @@
-"""The machine's one TCP_INFO sampler (issue 17): one process reads the flow sockets of every namespace of a
+"""The machine's one TCP_INFO sampler: one process reads the flow sockets of every namespace of a
 netns dumbbell, both ends of each flow, by exact lookup; a listener is not mistaken for a connection; the
 fidelity monitor's reading of it (poll times, its CPU) is there; the C build and the Python sampler alike.
 Two iperf3 flows of 3 s at 10 Mbit/s each time."""

@@ -1,4 +1,4 @@
-"""The traffic sources of issue 15 on a real dumbbell (experiments/workloads/: poisson, onoff, flood, cbr,
+"""The traffic sources on a real dumbbell (experiments/workloads/: poisson, onoff, flood, cbr,
 interactive): the physics checked from the receiver's own log (the kernel's receive timestamps of every packet),
 not from what the sender meant to do."""
 import json

@@ -1,4 +1,4 @@
-"""Issue 14 through `ccrig run` on this kernel: confidence intervals that say their method, repetitions in a seeded
+"""Statistics through `ccrig run` on this kernel: confidence intervals that say their method, repetitions in a seeded
 random order, and resuming a sweep killed with SIGKILL.
 
 - Three repetitions of the default dumbbell: each repetition's intervals (batch means within the run) and the

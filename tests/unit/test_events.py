@@ -1,4 +1,4 @@
-"""Issue 15, pure: link events (validation, schedule), the loss plan (netem or BPF), fair shares of the active
+"""Pure: link events (validation, schedule), the loss plan (netem or BPF), fair shares of the active
 flows, the senders' TCP settings and the new spec fields' errors."""
 import pytest
 from pydantic import TypeAdapter, ValidationError

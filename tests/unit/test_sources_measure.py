@@ -1,4 +1,4 @@
-"""How the traffic sources are measured (issue 15): the program's schedules, its receiver's line format, what
+"""How the traffic sources are measured: the program's schedules, its receiver's line format, what
 the kinds make of a receiver's log (summary.json, interval rows, the cross-check of the sender's count against
 the receiver's), and the runner's follower of such a log (collectors.ReceiverLog)."""
 import json

@@ -1,4 +1,4 @@
-"""The traffic-source kinds of issue 15 in a spec (experiments/workloads/: poisson, cbr, onoff, flood,
+"""The traffic-source kinds in a spec (experiments/workloads/: poisson, cbr, onoff, flood,
 interactive): their fields with units, what they refuse (one line naming the field), and the programs they run."""
 import pytest
 import yaml

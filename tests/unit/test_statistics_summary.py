@@ -1,4 +1,4 @@
-"""Issue 14 in summary.json, the terminal, reports and compare: each confidence interval with its method; Jain over
+"""Statistics in summary.json, the terminal, reports and compare: each confidence interval with its method; Jain over
 throughput beside Jain over goodput; goodput above T_max flagged; the seeded order; degraded intervals; the
 batch-aware ratio interval. Every number checked against a hand computation."""
 from __future__ import annotations

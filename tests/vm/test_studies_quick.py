@@ -1,4 +1,4 @@
-"""Every seed study in quick mode (issue 18): each spec runs (the vm's share in one guest per study), every claim
+"""Every seed study in quick mode: each spec runs (the vm's share in one guest per study), every claim
 gets a verdict, the claims table renders. Mechanics only: the verdicts are not asserted, the full runs' are in
 each study's RESULTS.md."""
 import json

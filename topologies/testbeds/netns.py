@@ -4,7 +4,7 @@ Names: namespace `<prefix>-<node>` (prefix such as `ccrig-4242`), interfaces eth
 namespace, so nothing ccrig makes lives in the root namespace and `ccrig clean` finds it all by prefix.
 
 Every interface sends wire-sized packets: without gso_max_segs 1 / gso_max_size 1514 and tso/gso/gro off, TCP
-hands the qdisc ~64 KB super-packets and a "15-packet" pfifo holds hundreds of wire packets (DESIGN.md). A
+hands the qdisc ~64 KB super-packets and a "15-packet" pfifo holds hundreds of wire packets (docs/architecture.md). A
 topology with `gso: true` keeps the super-packets (one skb per 64 KB on the hops before a shaper; a skb per frame
 caps one flow near 500-700 Mbit/s here: `make bench BENCH=ceiling`) and its shaped links cut them
 (qdiscs/shaper.py); GRO stays off, so nothing merges them again.

@@ -13,7 +13,7 @@ import pytest
 from ccrig.commands import Commands
 from ccrig.topologies.testbeds.vm import in_guest
 
-# the kernel features the vm tier exists for (DESIGN.md: absent on this machine's kernel, modules in the guest)
+# the kernel features the vm tier exists for (docs/architecture.md: absent on this machine's kernel, modules in the guest)
 QDISC_MODULES = {"netem": "sch_netem", "fq": "sch_fq", "red": "sch_red", "sfq": "sch_sfq", "drr": "sch_drr",
                  "fq_codel": "sch_fq_codel", "codel": "sch_codel", "pie": "sch_pie"}
 OTHER_MODULES = ["openvswitch", "tcp_vegas", "veth"]

@@ -40,7 +40,7 @@ def _run(tmp_path: Path, name: str) -> tuple[Path, dict]:
     p = subprocess.run([*CCRIG, "run", str(ROOT / "experiments/specs" / f"{name}.yaml"), "--out", str(out),
                         "--no-progress", "--prometheus", "off", "--set", "testbed=netns",
                         "--set", f"sweep={STUDY[name]}", "--set", "duration=6s",
-                        "--set", "repetitions=1"],   # the specs' 3 repetitions (issue 14) would triple the time
+                        "--set", "repetitions=1"],   # the specs' 3 repetitions would triple the time
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     run = next(out.iterdir())

@@ -2,7 +2,7 @@
 chosen kind (switches.py), every command run inside a node through mnexec and logged by Commands.
 
 Nodes (hosts and routers) are Mininet hosts; routers forward (ip_forward). Every interface, switch ports
-included, sends wire-sized packets (gso_max_segs 1, gso_max_size 1514, tso/gso/gro off: DESIGN.md's GSO trap).
+included, sends wire-sized packets (gso_max_segs 1, gso_max_size 1514, tso/gso/gro off: docs/architecture.md's GSO trap).
 Linux bridges start all at once (switches.BatchBridge); ccrig's own settings (wire sizes, routes, qdiscs, ports
 up) run as one logged shell script after Mininet's start.
 A router's access side is one switch per host port: a shared segment would need a subnet per segment, not the

@@ -88,7 +88,7 @@ def _base36(n: int, width: int) -> str:
 # --- what each node and switch port is set to ---------------------------------------------------------------
 
 def wire_argv(dev: str, mtu: int) -> list[list[str]]:
-    """An interface that hands its qdisc (and the next hop) wire-sized packets (DESIGN.md's GSO trap) with
+    """An interface that hands its qdisc (and the next hop) wire-sized packets (docs/architecture.md's GSO trap) with
     their checksums filled in: a userspace datapath (OVS netdev) forwards through AF_PACKET the packets whose
     checksum a veth left to offload as they are, and the receiver drops them as corrupt (Mininet's TCULink
     says as much), so TCP would stall while ping works."""
