@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# the metrics a quantity reads straight from a point's entry (experiments/summary.py METRICS and SYSTEM_ONLY)
+# the metrics a quantity reads straight from a point's entry (experiments/run/summary.py METRICS and SYSTEM_ONLY)
 FLOW_METRICS = ("goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s")
 SYSTEM_METRICS = FLOW_METRICS + ("jain", "jain_throughput")
 PAUSE_METRICS = ("pause_gain", "pause_model_gain")

@@ -1,4 +1,4 @@
-"""Two runs' summary.json side by side, flows alike pooled: the arithmetic of `ccrig compare` (experiments/compare.py
+"""Two runs' summary.json side by side, flows alike pooled: the arithmetic of `ccrig compare` (experiments/cli/compare.py
 reads the run directories and says which flows are alike, from their spec).
 
 Flows alike are exchangeable: which of two cubic flows gets more of a drop-tail link in one run is chance (on

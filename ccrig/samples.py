@@ -1,5 +1,5 @@
 """A sample: one value of one Prometheus series at one time, as every part of a run hands it to the exporter and
-the archive (experiments/exporter.py turns them into metric families)."""
+the archive (experiments/telemetry/exporter.py turns them into metric families)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -32,9 +32,9 @@ from ccrig.topologies import testbeds, topology_union
 from ccrig.topologies.named.dumbbell import MAX_PAIRS
 from ccrig.errors import InputError
 from ccrig.fields import MAX_FLOWS, FlowCount, TimeField
-from . import events, workloads
-from .capture import CaptureSpec, interfaces as capture_interfaces
-from .sender_tcp import TcpSettings
+from ccrig.experiments import events, workloads
+from ccrig.experiments.run.capture import CaptureSpec, interfaces as capture_interfaces
+from ccrig.experiments.run.sender_tcp import TcpSettings
 
 TopologyField = topology_union()
 # a sampling interval shorter than this cannot be kept: each one reads every flow's TCP_INFO and every qdisc
@@ -99,11 +99,11 @@ class _Experiment(BaseModel):
     events: list[EventField] = []
     # pause_chain: every point also runs without PAUSE (T1 = T2 = B2) and reports the goodput gain
     pause_gain: bool = False
-    # packet capture per link, headers only, capped in size (experiments/capture.py)
+    # packet capture per link, headers only, capped in size (experiments/run/capture.py)
     capture: CaptureSpec | None = None
     # the bottleneck's (and PAUSE queues') occupancy at every change and each packet's sojourn (qdiscs/sojourn/)
     queue_monitor: bool = False
-    # strict fails the run (exit 1) when a point was testbed-limited (experiments/fidelity.py); warn
+    # strict fails the run (exit 1) when a point was testbed-limited (experiments/run/fidelity.py); warn
     # only reports the verdict
     fidelity: Literal["warn", "strict"] = "warn"
     # the confidence level of every interval (0.95; 0.9973 is Keshav's 3σ, `ccrig run --sigma 3`)

@@ -30,7 +30,7 @@ INFINITE_SSTHRESH = 0x7FFFFFFF   # TCP_INFINITE_SSTHRESH: the value before the f
 LIMIT = 1 << 24                  # CCRIG_CAP_SEGS: no law's window or threshold reaches it
 OPEN = 0                         # tcp_info ca_state TCP_CA_Open
 
-Trace = Sequence[tuple[float, Mapping]]   # (time, TCP_INFO fields as experiments/sampler.py names them)
+Trace = Sequence[tuple[float, Mapping]]   # (time, TCP_INFO fields as experiments/nodes/sampler.py names them)
 
 
 def hit(info: Mapping) -> bool:

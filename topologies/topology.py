@@ -1,6 +1,6 @@
 """A Topology is data: nodes, and links whose two directions each say how that end transmits.
 
-Like Mininet's Topo it knows nothing of how it is realised; topologies/netns.py (and the other testbeds)
+Like Mininet's Topo it knows nothing of how it is realised; topologies/testbeds/netns.py (and the other testbeds)
 turn it into namespaces, veth pairs, routes and tc. Addresses are assigned here so every testbed agrees:
 link i is the subnet 198.18.i.0/24 (RFC 2544's benchmarking range), its end a is .1, its end b is .2.
 """

@@ -18,8 +18,8 @@ from pathlib import Path
 from ccrig.kinds import Kinds, subclasses_with_kind
 from ccrig.samples import Sample
 from ccrig.topologies.topology import Topology
-from ..exporter import HELP
-from .base import LinkEvent, LinkState
+from ccrig.experiments.telemetry.exporter import HELP
+from ccrig.experiments.events.base import LinkEvent, LinkState
 
 HELP.setdefault("link_event", ("gauge", "A link event: 1 when it begins (down, new rate, loss or delay), 0 when "
                                         "it ends; labels link and kind"))

@@ -22,7 +22,7 @@ from ccrig.topologies import loss
 from ccrig.topologies.loss.program import attach_all
 from ccrig.topologies.testbed import Testbed
 from ccrig.topologies.topology import Topology
-from . import EventLog, LinkState, dropper_directions, schedule
+from ccrig.experiments.events import EventLog, LinkState, dropper_directions, schedule
 
 
 class LinkConditions:

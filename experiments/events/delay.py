@@ -9,7 +9,7 @@ from ccrig.fields import TimeField
 from ccrig.qdiscs.shaper import LEAF
 from ccrig.topologies.links import netem_args
 from ccrig.topologies.topology import Topology
-from .base import LinkEvent, LinkState
+from ccrig.experiments.events.base import LinkEvent, LinkState
 
 
 class DelayChange(LinkEvent):

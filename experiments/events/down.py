@@ -9,7 +9,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
-from .base import LinkEvent, LinkState
+from ccrig.experiments.events.base import LinkEvent, LinkState
 
 
 class Down(LinkEvent):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from ccrig.fields import RatioField
 from ccrig.topologies.loss import LossModel
-from .base import LinkEvent, LinkState
+from ccrig.experiments.events.base import LinkEvent, LinkState
 
 
 class Loss(LinkEvent):

@@ -8,7 +8,7 @@ from ccrig.fields import RateField
 from ccrig.qdiscs.shaper import CLASS, ROOT
 from ccrig.topologies.topology import Topology
 from ccrig.units import Rate, wire_bytes
-from .base import LinkEvent, LinkState
+from ccrig.experiments.events.base import LinkEvent, LinkState
 
 
 def change_argv(dev: str, rate: Rate, mtu: int) -> list[str]:

@@ -10,14 +10,14 @@ results through the class's hooks. A new workload is one module here plus its te
     Flow(workload, index, cc, label, sender, receiver, start=0.0, duration=30.0)   one flow of a point
     Traffic(testbed, flows, out_dir)                                              starts and stops them
 
-Modules are imported the first time the registry is asked, so `python -m ccrig.experiments.workloads.filexfer`
+Modules are imported the first time the registry is asked, so `python -m ccrig.experiments.nodes.filexfer`
 runs the program without importing it twice.
 """
 from __future__ import annotations
 
 from ccrig.kinds import Kinds, subclasses_with_kind
-from .base import CLIENT_PORT, SERVER_PORT, Flow, Workload
-from .traffic import Traffic
+from ccrig.experiments.workloads.base import CLIENT_PORT, SERVER_PORT, Flow, Workload
+from ccrig.experiments.workloads.traffic import Traffic
 
 DEFAULT = "bulk"   # a flow's workload when the spec names none
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from ccrig.errors import RunError
-from .base import Flow, Workload
+from ccrig.experiments.workloads.base import Flow, Workload
 
 
 class Bulk(Workload):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ccrig.fields import RateField
-from .udp import Datagrams
+from ccrig.experiments.workloads.udp import Datagrams
 
 
 class Cbr(Datagrams):

@@ -14,10 +14,11 @@ from pydantic import field_validator
 
 from ccrig.errors import RunError
 from ccrig.fields import SizeField, TimeField
-from .base import Flow, Workload
-from .filexfer import FIELDS, Transfer, read_csv
+from ccrig.experiments.workloads.base import Flow, Workload
+from ccrig.experiments import nodes
+from ccrig.experiments.nodes.filexfer import FIELDS, Transfer, read_csv
 
-FILEXFER = Path(__file__).with_name("filexfer.py")
+FILEXFER = nodes.FILEXFER
 
 
 class Files(Workload):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .udp import Datagrams
+from ccrig.experiments.workloads.udp import Datagrams
 
 
 class Flood(Datagrams):

@@ -18,9 +18,9 @@ from pydantic import field_validator
 
 from ccrig.fields import SizeField, TimeField
 from ccrig.units import Size
-from . import packets as pk
-from .base import Flow, Workload
-from .udp import SOURCES, Datagrams
+from ccrig.experiments.workloads import packets as pk
+from ccrig.experiments.workloads.base import Flow, Workload
+from ccrig.experiments.workloads.udp import SOURCES, Datagrams
 
 MIN_MESSAGE = 16     # sources.py's message header: sequence, send time
 

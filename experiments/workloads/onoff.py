@@ -13,8 +13,8 @@ from typing import Literal
 from pydantic import field_validator, model_validator
 
 from ccrig.fields import RateField, TimeField
-from . import packets as pk
-from .udp import Datagrams
+from ccrig.experiments.workloads import packets as pk
+from ccrig.experiments.workloads.udp import Datagrams
 
 
 class OnOff(Datagrams):

@@ -12,7 +12,7 @@ from typing import Any
 from ccrig.errors import RunError
 from ccrig.procs import stop_group
 from ccrig.topologies.testbed import Testbed
-from .base import Flow
+from ccrig.experiments.workloads.base import Flow
 
 
 class Traffic:

@@ -40,10 +40,11 @@ from ccrig.analysis import metrics
 from ccrig.analysis.intervals import FlowSeries, flow_interval
 from ccrig.fields import SizeField
 from ccrig.units import Size
-from . import packets as pk
-from .base import Flow, Workload, _ss
+from ccrig.experiments.workloads import packets as pk
+from ccrig.experiments import nodes
+from ccrig.experiments.workloads.base import Flow, Workload, _ss
 
-SOURCES = Path(__file__).with_name("sources.py")
+SOURCES = nodes.SOURCES
 HEADERS = 42            # bytes around a UDP payload on the wire: UDP 8 + IPv4 20 + Ethernet 14
 MAX_PAYLOAD = 1472      # the most a 1500-byte MTU carries unfragmented
 MIN_PAYLOAD = 24        # sources.py's header: sequence, send time, bytes sent

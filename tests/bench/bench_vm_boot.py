@@ -9,7 +9,7 @@ import time
 from ccrig.topologies.testbeds import vm
 
 MARK = "ccrig-guest-up"
-IMPORT = ("import time; t = time.monotonic(); import ccrig.experiments.runner; "
+IMPORT = ("import time; t = time.monotonic(); import ccrig.experiments.run.runner; "
           "print('import_runner_s', round(time.monotonic() - t, 3))")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.app import main; main()"]
 OUT = ROOT / "results/bench/soak.json"
 PROMETHEUS_DIR = ROOT / "results/prometheus"
 SPEC = {"name": "soak", "testbed": "netns",
@@ -67,13 +67,13 @@ def _fds(pid: int) -> int:
 
 
 def _prometheus_url() -> str | None:
-    from ccrig.experiments.prometheus_server import PrometheusServer
+    from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
     return PrometheusServer(PROMETHEUS_DIR).url
 
 
 def _duplicates(url: str, run: str) -> int:
     """Series of this run that Prometheus holds more than once (the same labels from two targets or jobs)."""
-    from ccrig.experiments.prometheus_server import query
+    from ccrig.experiments.telemetry.prometheus_server import query
     promql = (f'count by (run, point, rep, flow) (last_over_time(ccrig_flow_goodput_bytes_per_second'
               f'{{run="{run}"}}[10m])) > 1')
     try:

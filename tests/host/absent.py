@@ -29,7 +29,7 @@ class Absent(Qdisc):
 
 
 qdiscs.KINDS["{KIND}"] = Absent
-from ccrig.experiments.cli import main   # builds the spec's models, now with {KIND}
+from ccrig.experiments.cli.app import main   # builds the spec's models, now with {KIND}
 main()
 '''
 

@@ -74,7 +74,7 @@ def main(repetitions: int) -> dict:
                     "flows": [{"cc": NAME}], "duration": "5s", "interval": "1s", "warmup": 1,
                     "repetitions": repetitions}
             (out / "spec.yaml").write_text(yaml.safe_dump(spec))
-            subprocess.run([sys.executable, "-c", "from ccrig.experiments.cli import main; main()", "run",
+            subprocess.run([sys.executable, "-c", "from ccrig.experiments.cli.app import main; main()", "run",
                             str(out / "spec.yaml"), "--out", str(out / "runs"), "--prometheus", "off",
                             "--no-progress"], check=True, capture_output=True, timeout=60 + 30 * repetitions)
             (rundir,) = (out / "runs").iterdir()

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-CCRIG = [sys.executable, "-c", "from ccrig.experiments.entry import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
 
 
 @contextmanager
@@ -44,7 +44,7 @@ def need_root():
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory):
     """A Prometheus server of this test session's own, stopped at the end."""
-    from ccrig.experiments.prometheus_server import PrometheusServer
+    from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus"))
     yield server
     server.stop()

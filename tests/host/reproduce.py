@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from ccrig.analysis.compare import outside
-from ccrig.experiments.compare import compare
+from ccrig.experiments.cli.compare import compare
 from ccrig.experiments.spec import load_raw
 
 ROOT = Path(__file__).resolve().parents[2]

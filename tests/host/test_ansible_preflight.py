@@ -7,7 +7,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ccrig.errors import InputError, RunError
-from ccrig.experiments.provision import app, run_playbook
+from ccrig.experiments.provision.playbooks import app, run_playbook
 
 from support.sshhosts import dumbbell_bed
 

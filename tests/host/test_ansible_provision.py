@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from ccrig.experiments.provision import provision, run_playbook
+from ccrig.experiments.provision.playbooks import provision, run_playbook
 
 from support.sshhosts import dumbbell_bed
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from ccrig.experiments.backfill import SampleLog, backfill
+from ccrig.experiments.telemetry.backfill import SampleLog, backfill
 from ccrig.samples import Sample
-from ccrig.experiments.prometheus_server import PrometheusServer, query
+from ccrig.experiments.telemetry.prometheus_server import PrometheusServer, query
 
 pytestmark = pytest.mark.host
 

@@ -119,7 +119,7 @@ def test_cleanup_removes_only_its_prefix(commands):
 
 
 def test_cli_load_list_unload():
-    ccrig = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()", "cc"]
+    ccrig = [sys.executable, "-c", "from ccrig.experiments.cli.app import main; main()", "cc"]
     prefix = PREFIX + "c"
     out = subprocess.run([*ccrig, "load", "{law: alphabeta, alpha: 2, beta: 0.6}", "--prefer", "bpf",
                           "--prefix", prefix], capture_output=True, text=True, timeout=120)

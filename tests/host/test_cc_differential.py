@@ -48,7 +48,7 @@ def run(out: Path, ccs: list[str]) -> tuple[dict, Path]:
     out.mkdir()
     path = out / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
-    proc = subprocess.run([sys.executable, "-c", "from ccrig.experiments.cli import main; main()", "run", str(path),
+    proc = subprocess.run([sys.executable, "-c", "from ccrig.experiments.cli.app import main; main()", "run", str(path),
                            "--out", str(out / "runs"), "--prometheus", "off", "--no-progress"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -99,7 +99,7 @@ def test_a_killed_program_fails_its_repetition_and_the_run_goes_on(ccrig, victim
 
 
 def test_prometheus_stopped_mid_run_loses_no_sample_and_backfill_works(ccrig_prom, prometheus):
-    from ccrig.experiments.backfill import LOG_NAME, backfill
+    from ccrig.experiments.telemetry.backfill import LOG_NAME, backfill
     prometheus.ensure(1.0)
     p = _start(ccrig_prom, ccrig_prom.write(dumbbell([{"cc": "reno"}], duration="5s")))
     assert _wait(lambda: _intervals(ccrig_prom) >= 1, 60)

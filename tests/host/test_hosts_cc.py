@@ -28,7 +28,7 @@ from ccrig.topologies.testbeds.netns import pids_in
 from support.sshhosts import dumbbell_bed
 
 ROOT = Path(__file__).resolve().parents[2]
-CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.app import main; main()"]
 LAW = {"law": "alphabeta", "alpha": 1.5, "beta": 0.6}   # no preset: a variant of its own
 SENDERS = ("s1", "s2")
 HOSTS = ("s1", "s2", "d1", "d2", "r1", "r2")
@@ -38,7 +38,7 @@ DRIVER = """
 import sys
 from pathlib import Path
 from ccrig.experiments import spec as specmod
-from ccrig.experiments.runner import Options, Runner
+from ccrig.experiments.run.runner import Options, Runner
 path = Path(sys.argv[1])
 raw, exp = specmod.load(path)
 Runner(path, raw, exp, Options(out_root=Path(sys.argv[2]), prometheus="off", prefix=sys.argv[3],

@@ -16,7 +16,7 @@ import yaml
 
 from ccrig.analysis import pcap
 from ccrig.commands import Commands
-from ccrig.experiments.capture import Capture, CaptureSpec
+from ccrig.experiments.run.capture import Capture, CaptureSpec
 from ccrig.errors import InputError, RunError
 from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.hosts import HostsTestbed
@@ -248,7 +248,7 @@ def test_switch_mode_only_end_hosts_are_ours(tmp_path):
 
 def run_spec(tmp_path, raw: dict, name: str, prometheus_root: Path, prefix: str):
     from ccrig.experiments import spec as specmod
-    from ccrig.experiments.runner import Options, Runner
+    from ccrig.experiments.run.runner import Options, Runner
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     raw, exp = specmod.load(path)

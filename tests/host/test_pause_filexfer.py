@@ -8,7 +8,7 @@ import time
 import pytest
 
 from ccrig.commands import Commands
-from ccrig.experiments.workloads.filexfer import read_csv
+from ccrig.experiments.nodes.filexfer import read_csv
 from ccrig.units import parse_rate
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.topology import Egress, Topology
@@ -32,13 +32,13 @@ def pair(tmp_path):
 
 def test_files_with_idle_time(pair, tmp_path):
     bed = pair
-    server = bed.popen("d", [sys.executable, "-m", "ccrig.experiments.workloads.filexfer", "serve", "--port", "5301"],
+    server = bed.popen("d", [sys.executable, "-m", "ccrig.experiments.nodes.filexfer", "serve", "--port", "5301"],
                        stdout=subprocess.PIPE)
     try:
         assert server.stdout.readline().strip() == b"ready"
         out = tmp_path / "transfers.csv"
         t0 = time.time()
-        p = bed.run("s", [sys.executable, "-m", "ccrig.experiments.workloads.filexfer", "send",
+        p = bed.run("s", [sys.executable, "-m", "ccrig.experiments.nodes.filexfer", "send",
                           "--to", bed.address("d"), "--port", "5301", "--flows", "3", "--size", "100kb",
                           "--idle", "300ms", "--duration", "3s", "--cc", "reno", "--out", str(out)], timeout=60)
         assert p.returncode == 0
@@ -63,7 +63,7 @@ def test_files_with_idle_time(pair, tmp_path):
 
 
 def test_bad_arguments():
-    p = subprocess.run([sys.executable, "-m", "ccrig.experiments.workloads.filexfer", "send",
+    p = subprocess.run([sys.executable, "-m", "ccrig.experiments.nodes.filexfer", "send",
                         "--to", "127.0.0.1", "--port", "1", "--size", "80 apples", "--idle", "1s",
                         "--duration", "1s", "--out", "/dev/null"],
                        capture_output=True, text=True)

@@ -26,7 +26,7 @@ def chain(**extra) -> dict:
 
 
 def test_pause_point_and_its_baseline(ccrig_prom, prometheus):
-    from ccrig.experiments.prometheus_server import query
+    from ccrig.experiments.telemetry.prometheus_server import query
     p = ccrig_prom.run(chain())
     assert p.returncode == 0, p.stderr
     run_dir = ccrig_prom.run_dirs()[-1]

@@ -110,7 +110,7 @@ def test_sigint_mid_run_tears_down_and_keeps_finished_points(ccrig):
 
 
 def test_goodput_lands_in_prometheus_one_series_per_flow_one_sample_per_interval(ccrig_prom, prometheus):
-    from ccrig.experiments.prometheus_server import query
+    from ccrig.experiments.telemetry.prometheus_server import query
     p = ccrig_prom.run(dumbbell([{"cc": "reno"}, {"cc": "cubic"}, {"cc": "bbr"}], duration="6s"))
     assert p.returncode == 0, p.stderr
     run = ccrig_prom.summary()["run"]
@@ -126,7 +126,7 @@ def test_goodput_lands_in_prometheus_one_series_per_flow_one_sample_per_interval
 
 
 def test_exposition_passes_promtool():
-    from ccrig.experiments.exporter import Exporter
+    from ccrig.experiments.telemetry.exporter import Exporter
     from ccrig.samples import Sample
     e = Exporter()
     try:

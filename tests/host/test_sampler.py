@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from ccrig.commands import Commands
-from ccrig.experiments import collectors
-from ccrig.experiments.collectors import machine_samplers
+from ccrig.experiments.run import collectors
+from ccrig.experiments.run.collectors import machine_samplers
 from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 

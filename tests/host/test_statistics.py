@@ -87,8 +87,8 @@ def test_another_seed_gives_another_recorded_order(ccrig):
 
 @pytest.mark.timeout(300)
 def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
-    from ccrig.experiments.prometheus_server import query
-    from ccrig.experiments.backfill import read_samples
+    from ccrig.experiments.telemetry.prometheus_server import query
+    from ccrig.experiments.telemetry.backfill import read_samples
     spec = dumbbell([{"cc": "cubic"}, {"cc": "reno"}], duration="4s", seed=3,
                     sweep={"topology.bottleneck.buffer": ["20pkt", "50pkt", "100pkt", "150pkt"]})
     path = ccrig_prom.write(spec)

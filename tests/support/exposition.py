@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ccrig.experiments.exporter import HELP, families
+from ccrig.experiments.telemetry.exporter import HELP, families
 from ccrig.topologies.pause.emulated import PAUSE_HELP
 
 

@@ -1,4 +1,4 @@
-"""analysis/compare.py and experiments/compare.py: flows alike are pooled, two runs are compared class by class."""
+"""analysis/compare.py and experiments/cli/compare.py: flows alike are pooled, two runs are compared class by class."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import yaml
 
 from ccrig.analysis.compare import outside
 from ccrig.errors import InputError
-from ccrig.experiments.compare import compare
+from ccrig.experiments.cli.compare import compare
 
 SPEC = {"name": "cmp", "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit"}},
         "flows": [{"cc": "reno"}, {"count": 2, "cc": "cubic"}, {"cc": "cubic", "start": "5s"}],

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ccrig.experiments import fidelity
+from ccrig.experiments.run import fidelity
 from ccrig.experiments.spec import validate
 
 

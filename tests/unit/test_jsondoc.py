@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ccrig.analysis import model_cli
-from ccrig.experiments import cli
+from ccrig.experiments.cli import app as cli
 
 runner = CliRunner()
 

@@ -7,7 +7,7 @@ from scipy import stats as st
 
 from ccrig.experiments import spec as specmod
 from ccrig.errors import InputError
-from ccrig.experiments.pause_run import baseline, gain
+from ccrig.experiments.run.pause_run import baseline, gain
 from ccrig.experiments.workloads import Flow
 from ccrig.experiments.workloads.bulk import Bulk
 from ccrig.experiments.workloads.files import Files

@@ -53,7 +53,7 @@ def test_driver_counters_normalised():
 
 
 def test_prometheus_samples_pass_promtool_names():
-    from ccrig.experiments.exporter import HELP
+    from ccrig.experiments.telemetry.exporter import HELP
     from ccrig.topologies.pause.emulated import PAUSE_HELP, PauseStats, prometheus_samples
 
     stats = PauseStats(xoff=3, xon=2, paused_s=1.5, paused=True, latency_s=[2e-4, 3e-4, 1e-3])

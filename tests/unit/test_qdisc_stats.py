@@ -143,9 +143,9 @@ def test_not_json_is_a_run_error():
 
 
 def test_every_discipline_reaches_the_archive_csv(tmp_path):
-    """The runner's qdisc.csv (experiments/archive.py) grows a column for each discipline's own counter."""
+    """The runner's qdisc.csv (experiments/run/archive.py) grows a column for each discipline's own counter."""
     import csv
-    from ccrig.experiments.archive import QDISC_COLUMNS, CsvTable
+    from ccrig.experiments.run.archive import QDISC_COLUMNS, CsvTable
     table = CsvTable(tmp_path / "qdisc.csv", QDISC_COLUMNS)
     captures = [HOST_HTB_PFIFO, HOST_HTB_BFIFO, VM_RED, VM_FQ, VM_SFQ, VM_DRR, VM_FQ_CODEL, VM_CODEL, VM_PIE]
     for t, text in enumerate(captures):

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ccrig.analysis.report import models, report
-from ccrig.analysis.report.summary import fmt_stat
+from ccrig.experiments.report import report
+
+from ccrig.experiments.report import models
+from ccrig.experiments.report.summary import fmt_stat
 from ccrig.analysis import throughput as tp
 from ccrig.errors import InputError
 

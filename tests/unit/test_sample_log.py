@@ -1,7 +1,7 @@
 """The sample log and its OpenMetrics rendering (the host test feeds it to a real promtool and Prometheus)."""
 from __future__ import annotations
 
-from ccrig.experiments.backfill import SampleLog, openmetrics, read_samples
+from ccrig.experiments.telemetry.backfill import SampleLog, openmetrics, read_samples
 from ccrig.samples import Sample
 
 FLOW = {"experiment": "e", "run": "r1", "point": "0", "rep": "0", "flow": "0", "cc": "reno"}

@@ -11,8 +11,9 @@ import time
 import pytest
 
 from ccrig.analysis.intervals import FlowSeries
-from ccrig.experiments.collectors import ReceiverLog
-from ccrig.experiments.workloads import Flow, packets, sources
+from ccrig.experiments.run.collectors import ReceiverLog
+from ccrig.experiments.workloads import Flow, packets
+from ccrig.experiments.nodes import sources
 from ccrig.experiments.workloads.cbr import Cbr
 from ccrig.experiments.workloads.interactive import Interactive
 from ccrig.experiments.workloads.onoff import OnOff

@@ -60,7 +60,7 @@ def test_udp_programs_are_the_sources_script_on_the_flows_ports():
     w = _exp("{kind: onoff, rate: 1000pps, size: 200b, on: 1s, off: 2s}").flows[0].workload
     f = Flow(w, 2, "cubic", "cubic", "s3", "d3", start=0.0, duration=8.0)
     server = f.server_argv("198.18.0.6")
-    assert server[0].endswith("experiments/workloads/sources.py") and server[1] == "udp-recv"
+    assert server[0].endswith("experiments/nodes/sources.py") and server[1] == "udp-recv"
     assert server[server.index("--port") + 1] == "5203" and server[server.index("--key") + 1] == "5203:20003"
     client = f.client_argv("198.18.0.6")
     assert client[1] == "udp-send" and client[client.index("--cport") + 1] == "20003"

@@ -9,10 +9,11 @@ import pytest
 
 from ccrig.analysis import stats
 from ccrig.analysis.compare import ratio_ci
-from ccrig.experiments import schedule, summary
-from ccrig.experiments.tables import _fmt, ci_note
-from ccrig.experiments.pause_run import gain
-from ccrig.analysis.report.summary import ci_rows, fmt_stat
+from ccrig.experiments.run import schedule
+from ccrig.experiments.run import summary
+from ccrig.experiments.cli.tables import _fmt, ci_note
+from ccrig.experiments.run.pause_run import gain
+from ccrig.experiments.report.summary import ci_rows, fmt_stat
 
 
 def test_jain_over_throughput_by_hand():
@@ -116,7 +117,7 @@ def test_resume_refuses_another_spec_and_reads_the_complete_pairs(tmp_path):
     import yaml
 
     from ccrig.errors import InputError
-    from ccrig.experiments.archive import RunArchive, open_to_resume
+    from ccrig.experiments.run.archive import RunArchive, open_to_resume
     run = tmp_path / "run"
     run.mkdir()
     archive = RunArchive(run)
@@ -161,7 +162,7 @@ def test_min_rtt_floor_and_the_flows_below_it_by_hand():
 def test_sigma_option_is_checked_and_a_level_is_a_spec_field(tmp_path):
     from typer.testing import CliRunner
 
-    from ccrig.experiments import cli
+    from ccrig.experiments.cli import app as cli
     from ccrig.experiments import spec as specmod
     path = tmp_path / "s.yaml"
     path.write_text("name: s\ntopology: {name: dumbbell, bottleneck: {rate: 10mbit}}\nflows: [{cc: cubic}]\n"

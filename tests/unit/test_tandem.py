@@ -67,7 +67,7 @@ def test_per_pair_delays_follow_the_pair_order_and_split_half_each_way():
 
 
 def test_max_min_shares_of_the_built_tandem():
-    # the runner's mechanism (experiments/runner.py _measure): each flow's shaped queues from Topology.path()
+    # the runner's mechanism (experiments/run/runner.py _measure): each flow's shaped queues from Topology.path()
     topo = _tandem(hops=3, pairs={"through": 1, "cross": 1})
     cap = {q: 9.0 for q in topo.queues()}
     paths = [_hops(topo, s, d) for s, d in topo.pairs]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ccrig.experiments.study import find, load
+from ccrig.experiments.run.study import find, load
 
 ROOT = Path(__file__).resolve().parents[2]
-CCRIG = [sys.executable, "-c", "from ccrig.experiments.entry import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
 VERDICTS = {"holds", "fails", "inconclusive", "not-applicable"}
 
 

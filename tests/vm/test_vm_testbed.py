@@ -10,8 +10,8 @@ import time
 import pytest
 import yaml
 
-from ccrig.experiments.backfill import LOG_NAME
-from ccrig.experiments.prometheus_server import PrometheusServer, query
+from ccrig.experiments.telemetry.backfill import LOG_NAME
+from ccrig.experiments.telemetry.prometheus_server import PrometheusServer, query
 from ccrig.topologies.testbeds import vm
 
 RTT = 0.020
@@ -41,7 +41,7 @@ def test_spec_needing_netem_and_red_runs_in_the_guest(tmp_path, capsys):
     spec.write_text(yaml.safe_dump({**SPEC, "testbed": "auto"}))
     out = tmp_path / "runs"
     prom = tmp_path / "prometheus"
-    argv = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()", "run", str(spec), "--out", str(out),
+    argv = [sys.executable, "-c", "from ccrig.experiments.cli.app import main; main()", "run", str(spec), "--out", str(out),
             "--prometheus-dir", str(prom), "--no-progress"]
     with capsys.disabled():
         print("\n[vm] ccrig run with testbed auto", flush=True)

@@ -19,9 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from ccrig.experiments import pause_run, preflight, spec as specmod
+from ccrig.experiments import spec as specmod
+
+from ccrig.experiments.run import pause_run
+
+from ccrig.experiments.run import preflight
 from ccrig.commands import Commands
-from ccrig.experiments.exporter import families
+from ccrig.experiments.telemetry.exporter import families
 from ccrig.topologies.testbeds.hosts import HostsTestbed
 from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 

@@ -25,7 +25,7 @@ from ccrig.commands import Commands
 from ccrig.topologies.testbeds.mininet import MininetTestbed, leftovers, switches
 
 ROOT = Path(__file__).resolve().parents[3]
-CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.app import main; main()"]
 
 
 def default_spec(**changes) -> dict:

@@ -3,7 +3,7 @@
 The vm tier gives the guest two e1000e NICs joined by a qemu hub (nothing else on it):
     vng --qemu-opts='-netdev hubport,id=ccp1,hubid=7 -device e1000e,netdev=ccp1
                      -netdev hubport,id=ccp2,hubid=7 -device e1000e,netdev=ccp2'
-(the harness, topologies/testbeds/vm.py, must pass these). qemu's e1000e model hands PAUSE frames to the stack and
+(the harness, topologies/testbeds/vm/, must pass these). qemu's e1000e model hands PAUSE frames to the stack and
 counts none in its flow-control registers; real e1000e hardware consumes and counts them. The NICs stay in
 the guest's root namespace and are put back as found.
 """

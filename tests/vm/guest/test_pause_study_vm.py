@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.app import main; main()"]
 FILES = "{kind: files, size: 80kb, idle: 100ms}"
 # spec -> the one point it runs (a sweep of one point each, see above)
 STUDY = {

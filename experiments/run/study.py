@@ -25,16 +25,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ccrig.analysis.claims import Claim, quantities
 from ccrig.analysis.verdicts import Archive, evaluate
-from ccrig.analysis.report import models, study as study_report
+from ccrig.experiments.report import models
+from ccrig.experiments.report import study as study_report
 from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.topologies import testbeds
 from ccrig.topologies.testbeds import vm
-from . import spec as specmod
-from .backfill import backfill
-from .preflight import auto_testbed
-from .prometheus_server import PrometheusServer
-from .runner import Options, Runner, archive_room, run_prefix
-from .signals import Interrupted
+from ccrig.experiments import spec as specmod
+from ccrig.experiments.telemetry.backfill import backfill
+from ccrig.experiments.run.preflight import auto_testbed
+from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
+from ccrig.experiments.run.runner import Options, Runner, archive_room, run_prefix
+from ccrig.experiments.run.signals import Interrupted
 
 FOLDER = Path(__file__).resolve().parent / "studies"
 STATE = "study.json"

@@ -1,4 +1,4 @@
-"""`ccrig report DIR`: tables and plots for one run directory (the archive format of experiments/archive.py).
+"""`ccrig report DIR`: tables and plots for one run directory (the archive format of experiments/run/archive.py).
 
 Writes, into DIR/report (or out_dir): report.md (images as files beside it), report.html (self-contained: the
 same content with every PNG embedded as base64), and each plot as PNG and SVG:
@@ -16,6 +16,6 @@ Every number in the tables is read from summary.json, not recomputed.
 The rooms: summary.py reads summary.json and writes its numbers as text, plots.py draws the figures, models.py
 sets the measurements beside the analytical models, doc.py assembles report.md and report.html.
 """
-from .doc import report
+from ccrig.experiments.report.doc import report
 
 __all__ = ["report"]

@@ -1,11 +1,11 @@
-/* The machine's TCP_INFO sampler in C: the same command line and output as experiments/sampler.py's
+/* The machine's TCP_INFO sampler in C: the same command line and output as experiments/nodes/sampler.py's
  * many-namespace mode (--period, --ns PATH|ino:N, --sock LADDR,LPORT,RADDR,RPORT, --count), which says how it
  * works (a netlink socket made inside each namespace, exact INET_DIAG lookups by 4-tuple, one send per
  * namespace). Why C: measured on this 2-core machine, the Python sampler spends ~0.24 of a core on 100 flows
  * (200 sockets) at 50 Hz, most of it building 200 dicts and their JSON each period; the issue's budget is 0.05.
  * This one does the same work in a fraction of that (tests/bench/bench_scale.py reports it).
  *
- * Built on demand by experiments/collectors.py (`cc -O2`, cached by the source's hash) on the machine that runs
+ * Built on demand by experiments/run/collectors.py (`cc -O2`, cached by the source's hash) on the machine that runs
  * it; where no compiler is found (a remote host without one) the Python sampler runs instead, unchanged.
  * Only libc and the kernel's UAPI headers: nothing to install.
  */

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from ccrig.errors import InputError
 
-from . import models, plots
-from .summary import ci_rows, fmt_param, fmt_stat, load_summary, swept_params
+from ccrig.experiments.report import models
+
+from ccrig.experiments.report import plots
+from ccrig.experiments.report.summary import ci_rows, fmt_param, fmt_stat, load_summary, swept_params
 
 TABLE_METRICS = [("goodput_bps", "goodput Mbit/s", 1e-6), ("throughput_bps", "throughput Mbit/s", 1e-6),
                  ("eee", "EEE", 1.0), ("uar", "UAR", 1.0), ("loss", "loss", 1.0), ("retrans_rate", "retrans", 1.0),
@@ -121,7 +123,7 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
         doc.h(2, "Measurement problems")
         for x in problems:
             doc.p(x)
-    # whether the testbed, not the configured bottleneck, limited each point (experiments/fidelity.py)
+    # whether the testbed, not the configured bottleneck, limited each point (experiments/run/fidelity.py)
     if any("fidelity" in p for p in points):
         doc.h(2, "Fidelity")
         doc.table(["point", "verdict", "why"],

@@ -1,6 +1,6 @@
 """Collectors: the kernel's counters of a running point.
 
-FlowSampler runs experiments/sampler.py on a node (through the testbed, so it works in a namespace, on a
+FlowSampler runs experiments/nodes/sampler.py on a node (through the testbed, so it works in a namespace, on a
 Mininet host or over SSH) and gathers its JSON lines in a thread. MachineSampler is one such process for every
 node of one machine (one per host on the hosts testbed), built by machine_samplers(); QdiscReader reads a link's
 `tc -s -j` statistics at each interval boundary.
@@ -20,10 +20,11 @@ from ccrig.errors import RunError
 from ccrig.procs import stop_group
 from ccrig.qdiscs.stats import parse, parse_classes
 from ccrig.topologies.testbed import Testbed
+from ccrig.experiments import nodes
 
-SAMPLER = Path(__file__).with_name("sampler.py")
+SAMPLER = nodes.SAMPLER
 # the same sampler in C (its header says why): built here on first use, cached by the source's hash
-NATIVE_SOURCE = Path(__file__).with_name("sampler.c")
+NATIVE_SOURCE = nodes.SAMPLER_C
 NATIVE = True   # False: always the Python sampler (tests/host/test_sampler.py runs both)
 
 
@@ -95,7 +96,7 @@ class FlowSampler:
 class MachineSampler(FlowSampler):
     """One sampler process for all the given nodes that share a machine: it enters each node's network
     namespace once to open a netlink socket there and looks every flow socket up by its 4-tuple each period
-    (experiments/sampler.py says why not a dump). Started through the testbed's popen on the group's first
+    (experiments/nodes/sampler.py says why not a dump). Started through the testbed's popen on the group's first
     node, so on the hosts testbed it runs on that host."""
 
     def __init__(self, testbed: Testbed, nodes: dict[str, tuple[str, list[tuple[str, int, str, int]]]],
@@ -116,7 +117,7 @@ class MachineSampler(FlowSampler):
 
 
 def native_sampler(commands) -> Path | None:
-    """experiments/sampler.c built for this machine (cc -O2, under ~/.cache/ccrig, once per source version), or
+    """experiments/nodes/sampler.c built for this machine (cc -O2, under ~/.cache/ccrig, once per source version), or
     None without a C compiler or kernel headers (then the Python sampler runs)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
@@ -176,7 +177,7 @@ def machine_samplers(testbed: Testbed, flows, period: float) -> list[MachineSamp
 # --- flows without a TCP socket (UDP) ---------------------------------------------------------------
 class ReceiverLog(FlowSampler):
     """A flow without a TCP socket (a UDP source), measured from its receiver's own output: the receiver prints
-    the sampler's line format (experiments/workloads/sources.py) into the archive, and this follows the file as
+    the sampler's line format (experiments/nodes/sources.py) into the archive, and this follows the file as
     it grows, keeping its counters under the flow's sender and receiver keys as a sampler would. `proc` is the
     receiver (alive while it reports); stop() stops following, not the receiver (Traffic ends it)."""
 

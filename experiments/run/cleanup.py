@@ -13,7 +13,7 @@ from ccrig.commands import Commands
 from ccrig.tcp_modules.manager import RemoteSystem, cleanup as cc_cleanup
 from ccrig.topologies import testbeds
 from ccrig.topologies.testbeds.hosts import clean_inventory, run_named
-from .prometheus_server import PrometheusServer
+from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 
 
 def _alive(pid: int) -> bool:

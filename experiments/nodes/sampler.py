@@ -23,10 +23,10 @@ an IPv4 connection (the kernel looks v4-mapped connections up in the same table)
 listener (a server socket before its connection exists) or a TIME_WAIT socket is not reported.
 
 Python or C: measured on this 2-core machine (100 flows = 200 sockets in 101 namespaces, 50 Hz, the machine
-busy with other work), this Python sampler takes 0.26 of a core, the same work in C (experiments/sampler.c,
+busy with other work), this Python sampler takes 0.26 of a core, the same work in C (experiments/nodes/sampler.c,
 same command line and output) 0.05. Python spends it building 200 dicts and their JSON each period; what is
 left in C is mostly the kernel's (one send and one or two recv per namespace, one tcp_info per socket). So the
-runner builds and runs the C sampler on this machine (experiments/collectors.py: native_sampler), and this file
+runner builds and runs the C sampler on this machine (experiments/run/collectors.py: native_sampler), and this file
 stays the sampler wherever no compiler is at hand (a remote host over SSH, where it ships as is) and for one
 namespace's dump (--match) that tests and tools use.
 

@@ -31,9 +31,9 @@ from ccrig.topologies import testbeds
 from ccrig.topologies.pause import chain_controller, chain_plan
 from ccrig.topologies.pause.emulated import PAUSE_HELP, STATS, prometheus_samples
 from ccrig.topologies.pause.ethtool import NIC_HELP, NicPause, nic_samples, wait_carrier
-from . import exporter
-from . import spec as specmod
-from .collectors import QdiscReader
+from ccrig.experiments.telemetry import exporter
+from ccrig.experiments import spec as specmod
+from ccrig.experiments.run.collectors import QdiscReader
 from ccrig.errors import RunError, field_error
 from ccrig.needs import Need
 

@@ -1,8 +1,8 @@
 """The finite-file workload (the PAUSE study's traffic, §V-B): each of N flows sends a file of S bytes, waits T
 idle, and repeats, and every transfer's completion time is recorded.
 
-    receiver:  python -m ccrig.experiments.workloads.filexfer serve --port 5300
-    sender:    python -m ccrig.experiments.workloads.filexfer send --to 198.18.2.2 --port 5300 --flows 8 \
+    receiver:  python -m ccrig.experiments.nodes.filexfer serve --port 5300
+    sender:    python -m ccrig.experiments.nodes.filexfer send --to 198.18.2.2 --port 5300 --flows 8 \
                    --size 80kb --idle 1s --duration 30s --cc reno --out transfers.csv
 
 Each flow is one TCP connection kept open across its transfers (one flow = one congestion-control state, as
@@ -180,7 +180,7 @@ def _quantity(text: str, units: dict, what: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ccrig.experiments.workloads.filexfer",
+    ap = argparse.ArgumentParser(prog="python -m ccrig.experiments.nodes.filexfer",
                                  description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="receive files (runs until killed)")

@@ -16,12 +16,14 @@ from ccrig.commands import Commands
 from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.tcp_modules import cli as cc_cli
 from ccrig.topologies import testbeds
-from . import provision, spec as specmod, study_cli
-from .backfill import backfill
-from .cleanup import clean_all
-from .prometheus_server import PrometheusServer
-from .signals import EXIT_CODES, Interrupted, ignore as ignore_signals, raise_on_interrupt
-from .tables import console, show_summary
+from ccrig.experiments import spec as specmod
+from ccrig.experiments.provision import playbooks as provision
+from ccrig.experiments.cli import study as study_cli
+from ccrig.experiments.telemetry.backfill import backfill
+from ccrig.experiments.run.cleanup import clean_all
+from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
+from ccrig.experiments.run.signals import EXIT_CODES, Interrupted, ignore as ignore_signals, raise_on_interrupt
+from ccrig.experiments.cli.tables import console, show_summary
 
 # The commands import the runner, the spec and the report when they are called, not here: `ccrig --help` and a
 # usage error then answer in a fraction of a second instead of the second numpy, scipy and matplotlib take.
@@ -77,7 +79,7 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
 
 def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, json_out, resume=None,
          sigma=None) -> None:
-    from .runner import Options, Runner  # lazy: numpy and scipy
+    from ccrig.experiments.run.runner import Options, Runner  # lazy: numpy and scipy
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
     if sigma is not None:   # the level of ±sigma of a normal, as the spec's `ci`
@@ -128,8 +130,8 @@ def choose_testbed(spec: Path, raw: dict, exp) -> str:
     """`auto`: netns when the running kernel has every feature the spec needs, else vm (and say why)."""
     if exp.testbed != "auto":
         return exp.testbed
-    from .preflight import auto_testbed  # lazy: numpy and scipy
-    from .runner import run_prefix  # lazy: numpy and scipy
+    from ccrig.experiments.run.preflight import auto_testbed  # lazy: numpy and scipy
+    from ccrig.experiments.run.runner import run_prefix  # lazy: numpy and scipy
     testbed, why = auto_testbed(specmod.points(raw, exp, str(spec)), run_prefix())
     console.print(f"testbed auto: {testbed}, {why}")
     return testbed
@@ -141,7 +143,7 @@ def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: 
     kernel under virtme-ng): the run directory lands in OUT here, and its samples are backfilled into this
     machine's Prometheus."""
     import json
-    from .runner import run_prefix  # lazy: numpy and scipy
+    from ccrig.experiments.run.runner import run_prefix  # lazy: numpy and scipy
     missing = [n for n in bed.needs(exp) if not n.ok]
     if missing:
         raise InputError(f"preflight ({bed.kind} testbed): " + "; ".join(n.problem() for n in missing))
@@ -182,8 +184,8 @@ def preflight(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"
               as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Say what the spec needs and whether this machine has it (on the hosts testbed: each host, over SSH,
     changing nothing), and how to get what is missing. Exit 2 when something is missing."""
-    from .preflight import needs  # lazy: numpy and scipy
-    from .runner import run_prefix  # lazy: numpy and scipy
+    from ccrig.experiments.run.preflight import needs  # lazy: numpy and scipy
+    from ccrig.experiments.run.runner import run_prefix  # lazy: numpy and scipy
     _use_inventory(inventory)
     raw, exp = specmod.load(spec, set_)
     with json_stdout(as_json) as out:
@@ -225,7 +227,7 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory (results/ru
     """Tables and plots (Markdown + HTML + PNG/SVG) for a run directory."""
     if not (run_dir / "summary.json").is_file():
         raise InputError(f"RUN_DIR: got {str(run_dir)!r}; expected a run directory holding summary.json")
-    from ccrig.analysis.report import report as make_report  # lazy: matplotlib
+    from ccrig.experiments.report import report as make_report  # lazy: matplotlib
     path = make_report(run_dir, out, repetition)
     console.print(f"report: {path}")
 
@@ -240,7 +242,7 @@ def compare(run_a: Path = typer.Argument(..., help="the reference run directory"
     with its confidence interval where the runs' repetitions (or batch means within a run) give one, and the
     method that made it."""
     from ccrig.analysis.compare import outside  # lazy: numpy and scipy
-    from .compare import compare as compare_runs  # lazy: numpy and scipy
+    from ccrig.experiments.cli.compare import compare as compare_runs  # lazy: numpy and scipy
     if tolerance is not None and not 0 < tolerance < 1:
         raise InputError(f"--tolerance: got {tolerance!r}; expected a fraction between 0 and 1, e.g. 0.1")
     rows = compare_runs(run_a, run_b)

@@ -1,7 +1,7 @@
 """Where a run's samples go while it runs: its sample log in the archive, always, and unless Prometheus is off a
 live exporter that Prometheus scrapes (the local server, started or reused, or one given by URL).
 
-The log lets every run be backfilled into any Prometheus later (experiments/backfill.py); the vm testbed's guest
+The log lets every run be backfilled into any Prometheus later (experiments/telemetry/backfill.py); the vm testbed's guest
 has no Prometheus of its own. Each interval's values go out as one batch stamped with the interval's end; each
 point's results (mean, std, CI of every metric) as `point_result` once the point is done.
 """
@@ -13,10 +13,10 @@ from pathlib import Path
 
 from ccrig.commands import Commands
 from ccrig.samples import Sample
-from .backfill import LOG_NAME, SampleLog, backfill
-from .exporter import SERIES, Exporter, qdisc_samples, series_sample
-from .prometheus_server import PrometheusServer, job_name
-from .summary import METRICS
+from ccrig.experiments.telemetry.backfill import LOG_NAME, SampleLog, backfill
+from ccrig.experiments.telemetry.exporter import SERIES, Exporter, qdisc_samples, series_sample
+from ccrig.experiments.telemetry.prometheus_server import PrometheusServer, job_name
+from ccrig.experiments.run.summary import METRICS
 
 
 class Sinks:

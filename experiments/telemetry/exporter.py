@@ -69,7 +69,7 @@ HELP = {
     "link_down_dropped_packets": ("counter", "Packets dropped while the link was down (a `down` event)"),
     "point_result": ("gauge", "A point's result over its measured intervals, in the units of the series named by "
                      "`series`: stat is mean, std, ci95_low or ci95_high"),
-    # the fidelity monitor (experiments/fidelity.py)
+    # the fidelity monitor (experiments/run/fidelity.py)
     "point_fidelity": ("gauge", "1 when the testbed, not the configured bottleneck, limited the point "
                        "(verdict testbed-limited), 0 when ok"),
 }

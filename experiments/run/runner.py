@@ -38,18 +38,22 @@ from ccrig.tcp_modules.manager import CcSet, RemoteSystem
 from ccrig.topologies import loss, testbeds
 from ccrig.topologies.testbed import Testbed
 from ccrig.topologies.testbeds.hosts import NodeConnections
-from . import fidelity, pause_run, schedule, signals, summary
-from . import spec as specmod
-from .archive import RepetitionTables, RunArchive, new_run_dir, open_to_resume
-from .backfill import LOG_NAME
-from .collectors import FlowSampler, QdiscReader, ReceiverLog, machine_samplers
-from .events.conditions import LinkConditions
-from .inside import SYSTEM_COLUMNS as QUEUE_COLUMNS, Inside
-from .preflight import needs, netem_here
-from .sender_tcp import SenderTcp
-from .progress import NoBar, progress
-from .sinks import Sinks, interval_samples, link_drop_samples, point_samples, source_samples
-from .workloads import Flow, Traffic
+from ccrig.experiments.run import fidelity
+from ccrig.experiments.run import pause_run
+from ccrig.experiments.run import schedule
+from ccrig.experiments.run import signals
+from ccrig.experiments.run import summary
+from ccrig.experiments import spec as specmod
+from ccrig.experiments.run.archive import RepetitionTables, RunArchive, new_run_dir, open_to_resume
+from ccrig.experiments.telemetry.backfill import LOG_NAME
+from ccrig.experiments.run.collectors import FlowSampler, QdiscReader, ReceiverLog, machine_samplers
+from ccrig.experiments.events.conditions import LinkConditions
+from ccrig.experiments.run.inside import SYSTEM_COLUMNS as QUEUE_COLUMNS, Inside
+from ccrig.experiments.run.preflight import needs, netem_here
+from ccrig.experiments.run.sender_tcp import SenderTcp
+from ccrig.experiments.run.progress import NoBar, progress
+from ccrig.experiments.telemetry.sinks import Sinks, interval_samples, link_drop_samples, point_samples, source_samples
+from ccrig.experiments.workloads import Flow, Traffic
 
 TRACE_PERIOD = 0.02   # seconds: congestion events are shorter than an interval
 GRACE = 0.1           # seconds past a boundary before its interval is computed (a sample past it must arrive)

@@ -6,7 +6,7 @@ import sys
 
 def main() -> None:
     try:
-        from .cli import main as cli_main  # lazy: the import is what the guard covers
+        from ccrig.experiments.cli.app import main as cli_main  # lazy: the import is what the guard covers
     except KeyboardInterrupt:
         sys.stderr.write("ccrig: interrupted\n")
         sys.exit(130)

@@ -16,13 +16,13 @@ from ccrig.qdiscs import probe
 from ccrig.tcp_modules.manager import CcManager
 from ccrig.topologies.links import egress_argv
 from ccrig.topologies.pause import chain_plan
-from .pause_run import applies, needs as pause_needs, testbed_class
+from ccrig.experiments.run.pause_run import applies, needs as pause_needs, testbed_class
 from ccrig.topologies.loss import program as loss_program
 from ccrig.qdiscs import sojourn
-from . import events
-from .events.conditions import LinkConditions
-from .sender_tcp import SenderTcp
-from .spec import Point
+from ccrig.experiments import events
+from ccrig.experiments.events.conditions import LinkConditions
+from ccrig.experiments.run.sender_tcp import SenderTcp
+from ccrig.experiments.spec import Point
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "iperf3": "iperf3", "ethtool": "ethtool"}
 

@@ -1,4 +1,4 @@
-"""The report's figures, each saved as PNG and SVG beside report.md (names in analysis/report/__init__.py)."""
+"""The report's figures, each saved as PNG and SVG beside report.md (names in experiments/report/__init__.py)."""
 from __future__ import annotations
 
 import csv
@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from ccrig.qdiscs import sojourn  # noqa: E402
-from .. import pcap  # noqa: E402
-from .summary import fmt_param, swept_params  # noqa: E402
+from ccrig.analysis import pcap  # noqa: E402
+from ccrig.experiments.report.summary import fmt_param, swept_params  # noqa: E402
 
 SWEEP_METRICS = [("goodput_bps", "goodput (Mbit/s)", 1e-6), ("throughput_bps", "throughput (Mbit/s)", 1e-6),
                  ("eee", "EEE", 1.0), ("uar", "UAR", 1.0), ("loss", "loss", 1.0), ("jain", "Jain fairness", 1.0)]

@@ -12,8 +12,8 @@ from ccrig.tcp_modules.laws import AlphaBeta, Poly
 from ccrig.tcp_modules.spec import law_of
 from ccrig.topologies.named.pause_chain import ChainLink
 
-from .. import pause_markov as pm
-from .. import throughput as tp
+from ccrig.analysis import pause_markov as pm
+from ccrig.analysis import throughput as tp
 
 MSS_BYTES = 1448  # payload of a 1500-byte Ethernet frame with TCP timestamps: the segment size of the predictions
 MIN_RTO_S = 0.2  # Linux's minimum retransmission timeout; T0 for the GAIMD prediction is MIN_RTO_S + RTT

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ccrig.analysis.compare import compare_summaries
 from ccrig.errors import InputError
-from . import spec as specmod
+from ccrig.experiments import spec as specmod
 
 
 def load_run(run_dir: Path, arg: str = "RUN_DIR") -> tuple[dict, list[specmod.Point]]:

@@ -19,10 +19,10 @@ from typing import Any
 from ccrig.analysis import metrics, stats
 from ccrig.tcp_modules import bpf_fault
 from ccrig.errors import RunError
-from . import fidelity
-from . import spec as specmod
-from .collectors import FlowSampler
-from .workloads import Flow
+from ccrig.experiments.run import fidelity
+from ccrig.experiments import spec as specmod
+from ccrig.experiments.run.collectors import FlowSampler
+from ccrig.experiments.workloads import Flow
 
 METRICS = ["goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s"]
 # Jain's index over goodput (`jain`) and, as study 001 defines it, over throughput (`jain_throughput`)

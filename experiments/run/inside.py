@@ -16,7 +16,7 @@ from pathlib import Path
 from ccrig.analysis import pcap
 from ccrig.qdiscs import sojourn
 from ccrig.samples import Sample
-from .capture import Capture
+from ccrig.experiments.run.capture import Capture
 
 # the bottleneck's queue in intervals.csv (system rows), from the monitor's per-interval summary
 SYSTEM_COLUMNS = {"queue_sojourn_mean_s": "sojourn_mean_s", "queue_sojourn_p50_s": "sojourn_p50_s",

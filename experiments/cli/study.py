@@ -1,4 +1,4 @@
-"""`ccrig study list / run NAME / report DIR`: the seed studies (experiments/studies/, experiments/study.py)."""
+"""`ccrig study list / run NAME / report DIR`: the seed studies (experiments/studies/, experiments/run/study.py)."""
 from __future__ import annotations
 
 import sys
@@ -10,8 +10,8 @@ from rich.table import Table
 
 from ccrig import jsondoc
 from ccrig.errors import InputError, RunError
-from .signals import EXIT_CODES, Interrupted, ignore as ignore_signals
-from .tables import console
+from ccrig.experiments.run.signals import EXIT_CODES, Interrupted, ignore as ignore_signals
+from ccrig.experiments.cli.tables import console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None)
 
@@ -19,7 +19,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 @app.command("list")
 def list_(as_json: bool = typer.Option(False, "--json", help="print one JSON document on stdout")):
     """The studies: name, the paper, specs, claims, and what Linux cannot express."""
-    from .study import find, load  # lazy: the runner (numpy, scipy)
+    from ccrig.experiments.run.study import find, load  # lazy: the runner (numpy, scipy)
     rows = []
     for name in find():
         study, _ = load(name)
@@ -56,7 +56,7 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
         progress: bool = typer.Option(True, help="show a progress bar"),
         report: bool = typer.Option(True, help="write the claims table and the runs' reports at the end")):
     """Run a study: all its specs (those that need the vm testbed in one guest), then its claims table."""
-    from .study import report as write_report, run as run_study  # lazy: the runner (numpy, scipy)
+    from ccrig.experiments.run.study import report as write_report, run as run_study  # lazy: the runner (numpy, scipy)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
     try:
@@ -83,7 +83,7 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
 def report_(study_dir: Path = typer.Argument(..., help="a study directory (results/studies/...)"),
             runs: bool = typer.Option(True, help="also write each run's own report (tables and figures)")):
     """The claims table (claims.md, claims.json) and the figures for a study directory."""
-    from .study import report as write_report  # lazy: the runner (numpy, scipy)
+    from ccrig.experiments.run.study import report as write_report  # lazy: the runner (numpy, scipy)
     path = write_report(study_dir, runs)
     console.print(f"claims: {path}")
     console.print(path.read_text().split("## Specs")[0], markup=False)

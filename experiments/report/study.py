@@ -9,7 +9,7 @@ import os
 import platform
 from pathlib import Path
 
-from .doc import report as run_report
+from ccrig.experiments.report.doc import report as run_report
 
 QUICK = "**quick mode: mechanics only, the verdicts say nothing of the claims**"
 MARK = {"holds": "holds", "fails": "**fails**", "inconclusive": "inconclusive", "not-applicable": "n/a"}

@@ -24,7 +24,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
 from ccrig.samples import Sample
-from .exporter import families
+from ccrig.experiments.telemetry.exporter import families
 
 LOG_NAME = "samples.jsonl"
 ULID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
