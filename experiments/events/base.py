@@ -90,6 +90,12 @@ class LinkEvent(BaseModel):
                 out.append((t + self.lasts, False))
         return out
 
+    def capacity_while_on(self, topology: Topology) -> dict[tuple[str, str], float]:
+        """The payload capacity (bit/s) this event gives the links it changes while it is on: what the flows could
+        use then (analysis/capacity.py). Empty: it changes no link's capacity (loss and delay change what TCP
+        gets, not what the link could carry)."""
+        return {}
+
     def check(self, topology: Topology, netem: bool) -> str | None:
         """Why this event cannot act on the topology as this testbed realises it (None: it can)."""
         return None

@@ -54,6 +54,12 @@ class LinkConditions:
                 "events": [{"t": s.t, "event": s.index, "kind": s.event.kind, "link": s.event.link,
                             "begins": s.begins} for s in self.steps]}
 
+    def capacity_changes(self) -> list[tuple[float, tuple[str, str], float | None]]:
+        """(time, link, payload capacity or None: the link's own again) for every step that changes what a link
+        could carry, for analysis.capacity.Capacity."""
+        return [(s.t, link, cap if s.begins else None) for s in self.steps
+                for link, cap in s.event.capacity_while_on(self.topology).items()]
+
     def start(self, testbed: Testbed, commands: Commands, out: Path) -> None:
         droppers = attach_all(testbed, self.points, commands)
         self.state = LinkState(testbed, self.topology, self.realised, droppers, self.netem)

@@ -18,6 +18,9 @@ class Down(LinkEvent):
     # at each far end's ingress: packets already queued at the near end would cross otherwise
     hook = "ingress"
 
+    def capacity_while_on(self, topology) -> dict[tuple[str, str], float]:
+        return {d: 0.0 for d in self.directions()}
+
     def _set(self, state: LinkState, down: bool) -> None:
         # both ends at once: each is a bpftool run (tens of ms on a busy machine), one after the other would
         # leave one direction open that much longer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ccrig.analysis import metrics
 from ccrig.fields import RateField
 from ccrig.qdiscs.shaper import CLASS, ROOT
 from ccrig.topologies.topology import Topology
@@ -30,6 +31,9 @@ class RateChange(LinkEvent):
             return (f"link {self.link} has no rate of its own to change (only a shaped link's htb class can "
                     f"change rate)")
         return None
+
+    def capacity_while_on(self, topology: Topology) -> dict[tuple[str, str], float]:
+        return {self.ends: metrics.payload_capacity(self.rate.bps(topology.wire), topology.mtu)}
 
     def _set(self, state: LinkState, rate: Rate) -> str:
         a, b = self.ends

@@ -98,43 +98,48 @@ class RunArchive:
         tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
         tmp.rename(self.path / name)  # atomically: a reader or a kill never sees half a summary
 
-    def rep_dir(self, point: int, rep: int) -> Path:
-        d = self.path / "points" / f"{point:03d}" / f"rep{rep}"
+    def rep_dir(self, point: int, rep: int, variant: str = "") -> Path:
+        """points/NNN/repR, or points/NNN/<variant>/repR for a variant of the point (PAUSE's baseline)."""
+        d = self.path / "points" / f"{point:03d}" / variant / f"rep{rep}"
         d.mkdir(parents=True, exist_ok=True)
         return d
 
     # --- repetitions as the unit of completion, and resuming -------------------------------------
-    def write_repetition(self, point: int, rep: int, entry: dict) -> None:
+    def write_repetition(self, point: int, rep: int, entry: dict, variant: str = "") -> None:
         """The repetition's summary entry into its folder, atomically and last: it marks the pair complete."""
-        d = self.rep_dir(point, rep)
+        d = self.rep_dir(point, rep, variant)
         tmp = d / f".{REPETITION_RECORD}.tmp"
         tmp.write_text(json.dumps(entry, indent=1, default=str) + "\n")
         tmp.rename(d / REPETITION_RECORD)
 
-    def repetitions_done(self) -> dict[tuple[int, int], dict]:
-        """(point, repetition) -> its entry, for every complete pair in the archive."""
+    def repetitions_done(self) -> dict[tuple, dict]:
+        """(point, repetition) or (point, repetition, variant) -> its entry, for every complete pair."""
         out = {}
-        for rec in sorted((self.path / "points").glob(f"[0-9][0-9][0-9]/rep*/{REPETITION_RECORD}")):
+        points = self.path / "points"
+        for rec in sorted(points.glob(f"[0-9][0-9][0-9]/rep*/{REPETITION_RECORD}")) + \
+                sorted(points.glob(f"[0-9][0-9][0-9]/*/rep*/{REPETITION_RECORD}")):
+            inner = rec.parent.relative_to(points).parts
             try:
-                out[(int(rec.parent.parent.name), int(rec.parent.name[3:]))] = json.loads(rec.read_text())
+                key = (int(inner[0]), int(inner[-1][3:])) + ((inner[1],) if len(inner) == 3 else ())
+                out[key] = json.loads(rec.read_text())
             except (ValueError, json.JSONDecodeError):
                 continue   # cut short by a kill: not complete
         return out
 
-    def clear_repetition(self, point: int, rep: int) -> None:
+    def clear_repetition(self, point: int, rep: int, variant: str = "") -> None:
         """What an interrupted attempt at the pair left (its tables, program output), before it runs again."""
-        d = self.path / "points" / f"{point:03d}" / f"rep{rep}"
+        d = self.path / "points" / f"{point:03d}" / variant / f"rep{rep}"
         if d.is_dir() and not (d / REPETITION_RECORD).is_file():
             shutil.rmtree(d)
 
-    def drop_samples(self, log_name: str, pairs: set[tuple[int, int]]) -> int:
+    def drop_samples(self, log_name: str, pairs: set[tuple]) -> int:
         """Removes from the sample log the samples of the given (point, repetition) pairs (an interrupted
         attempt's, run again on resume): one series per flow per repetition, the rerun's. Returns how many."""
         path = self.path / log_name
         if not path.is_file() or not pairs:
             return 0
         keep, dropped = [], 0
-        want = {(str(p), str(r)) for p, r in pairs}
+        want = {(str(p[0]), str(p[1])) for p in pairs}
         for line in path.read_text().splitlines():
             try:
                 labels = json.loads(line).get("labels", {})

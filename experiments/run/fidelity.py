@@ -80,8 +80,10 @@ class Monitor:
         self.interval(-1, 1.0, 0.0, qdisc_rows)   # the counters before the traffic
         self.rows.clear()
 
-    def interval(self, k: int, seconds: float, goodput_bps: float, qdisc_rows: list[dict]) -> None:
-        """Interval k (0-based) just ended: its goodput and the bottleneck's statistics now."""
+    def interval(self, k: int, seconds: float, goodput_bps: float, qdisc_rows: list[dict],
+                 t_max: float | None = None, rate_bps: float | None = None) -> None:
+        """Interval k (0-based) just ended: its goodput and the bottleneck's statistics now; its T_max and the
+        bottleneck's rate over it when a link event changed them (analysis/capacity.py)."""
         root = next((r for r in qdisc_rows if r.get("parent") in ("root", None) and not r.get("class")),
                     qdisc_rows[0] if qdisc_rows else {})
         sent, dropped = float(root.get("sent_bytes", 0) or 0), float(root.get("dropped", 0) or 0)
@@ -95,7 +97,8 @@ class Monitor:
         self.rows.append({"queue_known": bool(qdisc_rows), "goodput_bps": goodput_bps, "dequeue_bps": 8 * sent_bytes / seconds,
                           "backlog_packets": backlog, "dropped": dropped,
                           "cpu_max": max((v for n, v in busy.items() if n != "cpu"), default=busy.get("cpu", 0)),
-                          "cpu": busy.get("cpu", 0.0)})
+                          "cpu": busy.get("cpu", 0.0), "t_max_bps": self.t_max if t_max is None else t_max,
+                          "rate_bps": self.rate if rate_bps is None else rate_bps})
 
     def verdict(self, samplers: list, period: float) -> dict:
         rows = self.rows[self.warmup:] or self.rows
@@ -122,11 +125,15 @@ class Monitor:
             if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0]:
                 sampler_cpu += (cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0])
                 span = max(span, cpu[-1][0] - cpu[0][0])
+        # T_max and the rate as they were in the judged intervals (they follow the link's events)
+        t_max = sum(r["t_max_bps"] for r in rows) / n
+        rate = sum(r["rate_bps"] for r in rows) / n
+        rate_backlogged = (sum(r["rate_bps"] for r in backlogged) / len(backlogged)) if backlogged else None
         out.update({
-            "goodput_of_t_max": goodput / self.t_max if self.t_max else None,
-            "dequeue_of_rate": dequeue / self.rate if self.rate else None,
-            "dequeue_backlogged_of_rate": dequeue_backlogged / self.rate if dequeue_backlogged and self.rate
-            else None,
+            "goodput_of_t_max": goodput / t_max if t_max else None,
+            "dequeue_of_rate": dequeue / rate if rate else None,
+            "dequeue_backlogged_of_rate": dequeue_backlogged / rate_backlogged
+            if dequeue_backlogged and rate_backlogged else None,
             "queue_empty_share": empty, "bottleneck_drops": drops,
             "cpu_busy": cores.get("cpu", sum(r["cpu"] for r in rows) / n), "cpu_busiest_core": cpu_max,
             "sampler_cpu_cores": sampler_cpu, "sampler_late_share": late / polls if polls else None,

@@ -9,9 +9,10 @@
                           stop; the XOFF/XON controller)
                           samples() every interval -> Prometheus (the controller's statistics, the NICs'
                           pause counters); summary() at the end -> summary.json; stop() in the teardown, always
-    per point   complete_point(): with `pause_gain`, the point runs again without PAUSE (T1 = T2 = B2, the
-                          study's own definition, same controller and tbf on link B so only the thresholds
-                          differ) and the summary gets the goodput increase in percent with its 95 % CI
+    per point   with `pause_gain` the point also runs without PAUSE (baseline(): T1 = T2 = B2, the study's own
+                          definition, same controller and tbf on link B so only the thresholds differ): those
+                          repetitions are pairs of their own in the run's seeded order (variant "baseline");
+                          complete_point() gives the summary the goodput increase in percent with its 95 % CI
 
 The archive of a repetition gets pause_events.csv (every XOFF/XON/refresh/expiry) and pause_latency.csv (the
 reaction-latency distribution); the baseline's repetitions go to points/NNN/baseline/repR.
@@ -33,6 +34,7 @@ from ccrig.topologies.pause.emulated import PAUSE_HELP, STATS, prometheus_sample
 from ccrig.topologies.pause.ethtool import NIC_HELP, NicPause, nic_samples, wait_carrier
 from ccrig.experiments.telemetry import exporter
 from ccrig.experiments import spec as specmod
+from ccrig.experiments.run import summary
 from ccrig.experiments.run.collectors import QdiscReader
 from ccrig.errors import RunError, field_error
 from ccrig.needs import Need
@@ -236,20 +238,15 @@ def baseline(point: specmod.Point) -> specmod.Point:
                          experiment=exp, raw=raw)
 
 
-def complete_point(runner, point: specmod.Point, entry: dict) -> None:
-    """Adds the point's PAUSE record to its summary entry; with pause_gain, runs the baseline first."""
+def complete_point(point: specmod.Point, entry: dict, baseline_reps: list[dict]) -> None:
+    """Adds the point's PAUSE record to its summary entry; with pause_gain, its baseline's repetitions (pairs of
+    their own in the run's seeded order) become `without_pause` and the gain."""
     if not applies(point.experiment):
         return
     entry["pause"] = _over_reps([r.get("pause") for r in entry["repetitions"]])
-    if not point.experiment.pause_gain:
+    if not point.experiment.pause_gain or not baseline_reps:
         return
-    base = baseline(point)
-    reps = []
-    for rep in range(base.experiment.repetitions):
-        out = runner.archive.path / "points" / f"{point.index:03d}" / "baseline" / f"rep{rep}"
-        out.mkdir(parents=True, exist_ok=True)
-        reps.append(runner.run_repetition(base, rep, out))
-    without = runner.summarize_point(base, reps)
+    without = summary.point(baseline(point), baseline_reps)
     without["pause"] = _over_reps([r.get("pause") for r in without["repetitions"]])
     entry["without_pause"] = without
     entry["pause_gain"] = gain(entry["system"]["goodput_bps"], without["system"]["goodput_bps"])

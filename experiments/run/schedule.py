@@ -17,13 +17,16 @@ def derived_seed(run_id: str) -> int:
     return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big")
 
 
-def order(reps_of: dict[int, int], seed: int) -> list[tuple[int, int]]:
-    """Every (point index, repetition) pair, shuffled by the seed. reps_of: point index -> its repetitions."""
-    pairs = [(p, r) for p, n in sorted(reps_of.items()) for r in range(n)]
+def order(reps_of: dict[int, int], seed: int, variants_of: dict[int, list[str]] | None = None) -> list[tuple]:
+    """Every (point index, repetition) pair, shuffled by the seed. reps_of: point index -> its repetitions;
+    variants_of: point index -> the variants it also runs (PAUSE's baseline), each a pair (point, rep, variant)
+    of its own in the same shuffle, so the machine's drift spreads over the variants too."""
+    pairs: list[tuple] = [(p, r) for p, n in sorted(reps_of.items()) for r in range(n)]
+    pairs += [(p, r, v) for p, vs in sorted((variants_of or {}).items()) for v in vs for r in range(reps_of[p])]
     random.Random(seed).shuffle(pairs)
     return pairs
 
 
-def last_of_point(pairs: list[tuple[int, int]]) -> dict[int, int]:
-    """Point index -> the position in pairs of its last repetition (the point is summarised after it)."""
-    return {p: i for i, (p, _) in enumerate(pairs)}
+def last_of_point(pairs: list[tuple]) -> dict[int, int]:
+    """Point index -> the position in pairs of its last pair (the point is summarised after it)."""
+    return {pair[0]: i for i, pair in enumerate(pairs)}

@@ -1,0 +1,269 @@
+"""The measurement of one repetition: from the first server to the record, every interval on the clock.
+
+    Measurement(unit, topo, flows, state, lent, parts).run() -> the record
+      start:     capture and queue monitor -> the flows' servers -> one sampler per machine -> t0 once all poll
+      interval:  senders whose start has come; at each boundary the queues' counters, the samplers' (waited for
+                 at most 1 s past the boundary), each flow's and the system's row against T_max then, the
+                 fidelity monitor, the repetition's tables, the live samples
+      finish:    the senders end on their own; the cross-checks, the trace, the record
+
+T_max follows the link (analysis/capacity.py): a `rate` or `down` event on a constrained link changes what the
+flows could use for the intervals it covers, and with it EEE, UAR, each flow's fair share and the fidelity
+monitor's reference. Every process started here is entered into the repetition's exit stack (`parts`) as soon
+as it exists, so the teardown finds it whatever happens next.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from ccrig.analysis import metrics
+from ccrig.analysis.capacity import Capacity
+from ccrig.analysis.intervals import FlowSeries, system_interval
+from ccrig.errors import RunError
+from ccrig.qdiscs.shaper import LEAF
+from ccrig.topologies import loss
+from ccrig.experiments.run import fidelity, summary
+from ccrig.experiments.run.archive import RepetitionTables
+from ccrig.experiments.run.collectors import QdiscReader, ReceiverLog, machine_samplers
+from ccrig.experiments.run.inside import SYSTEM_COLUMNS as QUEUE_COLUMNS, Inside
+from ccrig.experiments.telemetry.sinks import interval_samples, link_drop_samples, source_samples
+from ccrig.experiments.workloads import Flow, Traffic
+
+def classes_under(qdisc) -> str | None:
+    """Where a discipline with classes of its own keeps them (drr: one per flow, read each interval)."""
+    return LEAF if qdisc is not None and qdisc.kind == "drr" else None
+
+
+TRACE_PERIOD = 0.02   # seconds: congestion events are shorter than an interval
+GRACE = 0.1           # seconds past a boundary before its interval is computed (a sample past it must arrive)
+
+
+def capacity_of(topo, flows: list[Flow], changes) -> tuple[Capacity, float]:
+    """What the flows could use over time, and the bottleneck's configured rate (bit/s on the wire). Several
+    shaped queues (a parking lot), or events on other links: each flow's share is max-min fair over the links it
+    crosses, the system's T_max the most the flows together could carry over them."""
+    rate = topo.egress_of(*topo.bottleneck).egress.rate.bps(topo.wire)
+    base = {q: metrics.payload_capacity(topo.egress_of(*q).egress.rate.bps(topo.wire), topo.mtu)
+            for q in topo.queues() if topo.egress_of(*q).egress.rate is not None}
+    if len(base) > 1 or any(link not in base for _, link, _ in changes):
+        paths = [list(topo.path(f.sender, f.receiver)) for f in flows]
+        return Capacity(base, changes, paths), rate
+    return Capacity(base, changes), rate
+
+
+class Measurement:
+    def __init__(self, unit, topo, flows: list[Flow], state, lent, parts):
+        self.unit, self.topo, self.flows, self.state, self.lent, self.parts = unit, topo, flows, state, lent, parts
+        self.exp = unit.point.experiment
+        self.bed = state.testbed
+        self.capacity, self.rate = capacity_of(topo, flows, state.links.capacity_changes())
+        self.spans = [(f.start, f.start + f.duration) for f in flows]
+        self.labels = {**unit.labels, "qdisc": self.exp.topology.bottleneck.qdisc.label()
+                       if hasattr(self.exp.topology, "bottleneck") else "",
+                       **(state.pause.labels() if state.pause else {})}
+        self.inside: Inside | None = None
+        self.samplers: list = []
+        self.rows_by_flow: dict[int, list[dict]] = {f.index: [] for f in flows}
+        self.system_rows: list[dict] = []
+
+    def run(self) -> dict:
+        self._start()
+        tables = RepetitionTables(self.unit.out)
+        try:
+            prev = self._begin(tables)
+            for k in range(1, self.exp.n_intervals + 1):
+                prev = self._interval(k, prev, tables)
+                self.lent.tick()
+            # the senders end on their own; their sockets' final counters close the trace
+            self.traffic.wait(timeout=self.exp.duration + 30)
+            time.sleep(2 * TRACE_PERIOD)
+        finally:
+            tables.close()
+            for s in self.samplers:
+                s.stop()
+        tables.trace(self.flows, self.sampler_of)
+        return self._record()
+
+    # --- start ------------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        exp, out = self.exp, self.unit.out
+        # the capture and the queue monitor see every packet of the flows, their handshakes included
+        self.inside = Inside.of(exp, self.topo, self.bed, self.lent.commands, out)
+        if self.inside is not None:
+            self.parts.add("the capture and the queue monitor", self.inside.close)
+            self.inside.start()
+        self.traffic = Traffic(self.bed, self.flows, out)
+        self.parts.add("the flows' programs", self.traffic.stop)
+        self.traffic.start_servers()
+        # one sampler per machine for every TCP flow's two sockets (UDP flows: their receiver's log)
+        self.parts.add("the samplers", lambda: [s.stop() for s in self.samplers])
+        tcp = [f for f in self.flows if f.workload.tcp_info]
+        self.samplers = machine_samplers(self.bed, tcp, TRACE_PERIOD)
+        self.samplers += [ReceiverLog(self.bed, f.receiver, f.receiver_key, [f.sender_key, f.receiver_key],
+                                      out / f.workload.server_output.format(index=f.index),
+                                      self.traffic.server_of(f), TRACE_PERIOD)
+                          for f in self.flows if not f.workload.tcp_info]
+        self.sampler_of = {k: s for s in self.samplers for k in s.keys}
+        # time starts once every sampler is polling: a Python start can take seconds on a slow (emulated) CPU
+        for s in self.samplers:
+            s.wait_ready(timeout=120)
+        self.t0 = time.time()
+        for s in self.samplers:
+            s.t0 = self.t0
+
+    def _begin(self, tables: RepetitionTables) -> dict:
+        """The queues' counters before the traffic, the events' clock, the fidelity monitor."""
+        exp, topo = self.exp, self.topo
+        # every queue that can drop, the bottleneck first; a discipline with classes of its own (drr: one per
+        # flow) has them read each interval too
+        self.queues = [QdiscReader(self.bed, a, self.bed.egress_device(a, b),
+                                   classes_under=classes_under(topo.egress_of(a, b).egress.qdisc))
+                       for a, b in topo.queues()]
+        self.upstream = [loss.upstream(topo, loss.DropPoint(a, b)) for a, b in topo.queues()]
+        self.pending = sorted(self.flows, key=lambda f: f.start)
+        self.state.links.start_clock(self.t0, self.labels)   # link events, applied on a clock of their own
+        prev = self._totals(tables, 0.0)
+        # the run certifies itself (CPU, the bottleneck's dequeue rate and queue, the sampler's lateness)
+        self.monitor = fidelity.Monitor(self.rate, self.capacity.t_max(0, exp.interval), exp.warmup, prev["rows"],
+                                        greedy=fidelity.greedy(topo, self.flows, exp.flows),
+                                        steady=self.state.pause is None and not getattr(exp, "events", None))
+        tables.intervals.add_columns(["active", "fair_share_bps", "t_max_bps", "link_dropped"])
+        if exp.queue_monitor:
+            tables.intervals.add_columns(list(QUEUE_COLUMNS))
+        return prev
+
+    # --- each interval ----------------------------------------------------------------------------------
+    def _sleep_to(self, boundary: float) -> None:
+        """Starts the flows whose time has come, then sleeps to the boundary."""
+        while True:
+            now = time.time() - self.t0
+            while self.pending and self.pending[0].start <= now:
+                self.traffic.start_client(self.pending.pop(0))
+            wake = min([boundary] + [f.start for f in self.pending])
+            if now >= boundary:
+                return
+            time.sleep(max(0.0, min(wake, boundary) - now))
+
+    def _interval(self, k: int, prev: dict, tables: RepetitionTables) -> dict:
+        exp, unit = self.exp, self.unit
+        boundary = k * exp.interval
+        self._sleep_to(boundary)
+        q = self._totals(tables, time.time() - self.t0)
+        late = self._wait_samples(boundary + GRACE)   # samplers still late: the interval is degraded
+        a, b = boundary - exp.interval, boundary
+        t_max = self.capacity.t_max(a, b)
+        rows = []
+        # T_max shared among the flows active in [a, b] only, over the links as they were then
+        for f, fs in zip(self.flows, self.capacity.shares(self.spans, a, b)):
+            snd = FlowSeries(self.sampler_of[f.sender_key].snapshot(f.sender_key))
+            row = f.workload.interval(snd, a, b, fs or t_max)   # a UDP kind's own rows
+            row.update(active=fs is not None, fair_share_bps=fs)
+            rows.append(row)
+            self.rows_by_flow[f.index].append(row)
+        sysrow = system_interval(rows, t_max, q["dropped"] - prev["dropped"], q["offered"] - prev["offered"])
+        sysrow["link_dropped"] = q["link_dropped"] - prev["link_dropped"]
+        sysrow["t_max_bps"] = t_max
+        # Jain over throughput (study 001) beside the goodput one; an interval computed while a sampler was more
+        # than 1 s late (stale counters) is marked degraded, said, and counted
+        sysrow["jain_throughput"] = summary.jain_throughput(rows)
+        for r in [*rows, sysrow]:
+            r["degraded"] = bool(late)
+        if late:
+            print(f"warning: point {unit.point.index} repetition {unit.rep} interval {k - 1}: the sampler on "
+                  f"{', '.join(late)} is more than 1 s late; the interval is computed from stale counters and "
+                  f"marked degraded")
+        monitored, queue_samples = (self.inside.interval(k - 1, a, b, self.t0, self.labels)
+                                    if self.inside is not None else ({}, []))
+        sysrow.update(monitored)
+        self.system_rows.append(sysrow)
+        self.monitor.interval(k - 1, exp.interval, sysrow["goodput_bps"], q["rows"], t_max=t_max,
+                              rate_bps=self.rate * self._bottleneck_share(a, b))
+        tables.interval(k - 1, a, b, self.flows, rows, sysrow)
+        pause = self.state.pause
+        self.lent.publish([*(pause.samples(self.labels, self.t0 + b) if pause else []),
+                           *interval_samples(self.labels, self.flows, rows, sysrow, q["all_rows"], self.t0 + b),
+                           *link_drop_samples(self.labels, q["per_link"], self.t0 + b),
+                           *self.state.links.applied(), *queue_samples])
+        return q
+
+    def _bottleneck_share(self, a: float, b: float) -> float:
+        """The bottleneck's capacity over [a, b] as a share of its own (1 unless an event changed it)."""
+        own = self.capacity.base.get(self.topo.bottleneck)
+        if not own:
+            return 1.0
+        pieces = self.capacity.pieces(a, b)
+        return sum(d * c.get(self.topo.bottleneck, own) for d, c in pieces) / sum(d for d, _ in pieces) / own
+
+    def _wait_samples(self, until: float) -> list[str]:
+        """Sleeps until `until` (seconds since t0) and until every live sampler has reported past it, at most 1 s
+        longer. Returns the nodes whose sampler is still late then (the interval is degraded)."""
+        deadline = self.t0 + until + 1.0
+        late = []
+        while time.time() < deadline:
+            late = [s for s in self.samplers if s.proc.poll() is None and (s.latest_time() or -1) < until - GRACE]
+            if time.time() - self.t0 >= until and not late:
+                break
+            time.sleep(0.01)
+        # a sampler process that ended mid-run fails the repetition (its flows would measure nothing); a UDP
+        # flow's receiver (ReceiverLog) may end with its flow, so it counts only when it is late
+        dead = [s for s in self.samplers if s.proc.poll() is not None
+                and (not isinstance(s, ReceiverLog) or time.time() >= deadline)]
+        if dead:
+            raise RunError(f"the TCP_INFO sampler on {dead[0].node} stopped (exit status {dead[0].proc.returncode})"
+                           f": {dead[0].error() or 'no message'}")
+        return [str(s.node) for s in late]
+
+    def _totals(self, tables: RepetitionTables, t: float) -> dict:
+        """Every queue's statistics at t, into qdisc.csv, with the links' drops (BPF random loss and outages).
+        The system's drops are all the roots' drops and the links'; the packets offered are the bottleneck's
+        (sent + dropped) plus what a queue or link before it dropped (never offered to it). `rows` stays the
+        bottleneck's (the fidelity monitor's), `all_rows` every queue's."""
+        per = [r.read() for r in self.queues]
+        rows = [row for rs in per for row in rs]
+        tables.qdisc_rows(rows, t)
+        dropped = offered = 0.0
+        for i, rs in enumerate(per):
+            root = next((r for r in rs if r.get("parent") in ("root", None) and not r.get("class")),
+                        rs[0] if rs else {})
+            d = float(root.get("dropped", 0))
+            dropped += d
+            if i == 0:
+                offered += d + float(root.get("sent_packets", 0))
+            elif self.upstream[i]:
+                offered += d
+        link_dropped, before, per_link = self.state.links.drops()
+        return {"dropped": dropped + link_dropped, "offered": offered + before, "link_dropped": link_dropped,
+                "per_link": per_link, "rows": per[0] if per else [], "all_rows": rows}
+
+    # --- the record -------------------------------------------------------------------------------------
+    def _record(self) -> dict:
+        exp, unit, flows = self.exp, self.unit, self.flows
+        results = self.traffic.results()
+        checks = summary.cross_check(flows, self.sampler_of, results)
+        inside = self.inside.stop(flows, self.sampler_of) if self.inside is not None else {}
+        a, b = exp.warmup * exp.interval, exp.n_intervals * exp.interval
+        t_max = self.capacity.t_max(a, b) if b > a else self.capacity.t_max(0, exp.duration)
+        share = statistics.fmean(x or 0.0 for x in self.capacity.shares([(0, exp.duration)] * len(flows),
+                                                                         *((a, b) if b > a else (0, exp.duration))))
+        entry = summary.repetition(flows, self.rows_by_flow, self.system_rows, exp.warmup, t_max, share, checks,
+                                   exp.ci)
+        # a min RTT below propagation + one packet's transmission time is not a data packet's; say so
+        entry["min_rtt_floor_s"] = summary.min_rtt_floor(exp.topology, self.topo.wire, self.rate)
+        entry["measurement_problems"] += summary.min_rtt_problems(entry, entry["min_rtt_floor_s"])
+        entry["warnings"] = summary.trace_warnings(flows, self.sampler_of)
+        entry["kernel_fault"] = summary.kernel_faults(flows, self.sampler_of)   # samples law checks leave out
+        entry["fidelity"] = self.monitor.verdict(self.samplers, TRACE_PERIOD)
+        entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time
+        self.lent.publish(source_samples(self.labels, entry, flows, time.time()))   # the sources' own numbers
+        entry.update(inside)
+        entry["warnings"] += [x[k] for x in inside.values() for k in ("warning", "note") if k in x]
+        if self.state.pause is not None:
+            entry["pause"] = self.state.pause.summary()
+        links = self.state.links.drops()[2]   # each drop point's totals (BPF or netem); failed link events
+        if links:
+            entry["links"] = links
+        entry["warnings"] += self.state.links.errors
+        for w in entry["warnings"]:
+            print(f"warning: point {unit.point.index} repetition {unit.rep}: {w}")
+        return entry
