@@ -68,17 +68,29 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
                                               "in it; SPEC and --set must be the ones it was run with"),
         sigma: Optional[float] = typer.Option(None, "--sigma", help="confidence intervals of ±SIGMA standard "
                                               "deviations of a normal, e.g. 3 for Keshav's 3σ (0.9973); the "
-                                              "same as --set ci=LEVEL")):
+                                              "same as --set ci=LEVEL"),
+        jobs: str = typer.Option("1", "--jobs", help="how many (point, repetition) pairs run side by side on "
+                                 "this machine, each under names of its own: a number, or auto (as many as the "
+                                 "spec's packet rate lets this machine carry; 1 on the vm and hosts testbeds)")):
     """Run an experiment: every sweep point and repetition; print a summary and the run directory.
 
     testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""
     with json_stdout(as_json) as stream:
         _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, stream if as_json else None,
-             resume, sigma)
+             resume, sigma, parse_jobs(jobs))
+
+
+def parse_jobs(value: str) -> int | str:
+    """--jobs: auto or a whole number of pairs from 1 to 64."""
+    if value == "auto":
+        return value
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise InputError(f"--jobs: got {value!r}; expected auto or a whole number from 1 to 64")
+    return int(value)
 
 
 def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, json_out, resume=None,
-         sigma=None) -> None:
+         sigma=None, jobs: int | str = 1) -> None:
     from ccrig.experiments.run.runner import Options, Runner  # lazy: numpy and scipy
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
@@ -101,7 +113,7 @@ def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progres
     if testbed != exp.testbed:
         raw, exp = specmod.load(spec, [*set_, f"testbed={testbed}"])
     runner = Runner(spec, raw, exp, Options(out_root=out, prometheus=prometheus, prometheus_root=prometheus_dir,
-                                               progress=progress, resume=resume))
+                                               progress=progress, resume=resume, jobs=jobs))
     try:
         result = runner.run()
         ignore_signals()   # everything is torn down; a late Ctrl-C must not kill the exit mid-way

@@ -29,7 +29,7 @@ from ccrig.tcp_modules.manager import CcSet, RemoteSystem
 from ccrig.topologies import testbeds
 from ccrig.topologies.testbeds.hosts import NodeConnections
 from ccrig.experiments import spec as specmod
-from ccrig.experiments.run import pause_run, repetition, schedule, signals, summary
+from ccrig.experiments.run import engine, pause_run, repetition, schedule, signals, summary
 from ccrig.experiments.run.archive import RunArchive, new_run_dir, open_to_resume
 from ccrig.experiments.run.preflight import needs
 from ccrig.experiments.run.progress import NoBar, progress
@@ -50,6 +50,7 @@ class Options:
     prefix: str = field(default_factory=run_prefix)
     progress: bool = True
     resume: Path | None = None      # a run directory to continue (its pairs not yet complete)
+    jobs: int | str = 1             # pairs side by side (engine.py); auto: as many as this machine carries
 
 
 @dataclass
@@ -217,7 +218,7 @@ class Runner:
                 {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pairs_done": len(self.done),
                  "points_done": len(self.finished), "pairs_to_run": len(self.todo), "samples_dropped": dropped})
 
-    def unit(self, pair: tuple) -> Unit:
+    def unit(self, pair: tuple, prefix: str | None = None) -> Unit:
         """The pair as a unit of work: its point (the baseline's own for PAUSE), folder, names and laws."""
         pi, rep, variant = (*pair, "")[:3]
         point = self.points[pi]
@@ -228,34 +229,57 @@ class Runner:
         senders = [topo.pairs[i % len(topo.pairs)][0] for i in range(exp.n_flows)]
         laws = {i: self.cc.kernel_name(senders[i], f.cc_label)
                 for i, f in enumerate(exp.flow_list()) if f.workload.congestion_control}
-        return Unit(point=point, rep=rep, out=self.archive.rep_dir(pi, rep, variant), prefix=self.opt.prefix,
+        return Unit(point=point, rep=rep, out=self.archive.rep_dir(pi, rep, variant), prefix=prefix or self.opt.prefix,
                     laws=laws, experiment=self.exp.name, run_id=self.run_id, variant=variant,
                     describe="topology" not in self.env)
 
+    def jobs(self) -> int:
+        """How many pairs run side by side: --jobs, or under auto what this machine carries (engine.admit)."""
+        local = not (testbeds.get(self.exp.testbed).remote or testbeds.get(self.exp.testbed).elsewhere)
+        if self.opt.jobs == "auto":
+            return engine.admit(self.points, local)
+        return int(self.opt.jobs) if local else 1
+
     def _run_pairs(self) -> None:
-        """Every pair in the seeded order (the complete ones read, not run again); a point is summarised after
-        its last pair. A pair that fails (a program or sampler died) is recorded with its reason and the run
-        goes on; the command line's exit code says so at the end."""
-        last = schedule.last_of_point(self.order)
-        total = len(self.todo)
-        with progress(self.opt.progress, total * self.exp.n_intervals) as self.bar:
+        """Every pair not complete yet, in the seeded order, one at a time in this process or side by side in
+        processes of their own (--jobs); a point is summarised once its last pair is in. A pair that fails (a
+        program or sampler died) is recorded with its reason and the run goes on; the command line's exit code
+        says so at the end."""
+        todo = [pair for pair in self.order if pair in self.todo]
+        left = {p.index: sum(1 for pair in todo if pair[0] == p.index) for p in self.points}
+        jobs = min(self.jobs(), max(1, len(todo)))
+        self.summary["jobs"] = jobs
+
+        def finished(pair: tuple, entry: dict | None, error: RunError | None) -> None:
+            if error is None:
+                self._record_setup(pair, entry.get("setup", {}))
+                self.archive.write_repetition(*pair[:2], entry, *pair[2:])   # the pair is complete
+                self.done[pair] = entry
+            else:
+                self.failed.setdefault(pair[0], []).append(
+                    {"rep": pair[1], "failed": str(error), **({"variant": pair[2]} if len(pair) == 3 else {})})
+                print(f"warning: point {pair[0]} repetition {pair[1]} failed: {error}")
+            left[pair[0]] -= 1
+            if not left[pair[0]]:
+                self._finish_point(self.points[pair[0]])
+
+        for p in self.points:   # resumed: a point whose pairs are all in the archive
+            if not left[p.index] and p.index not in self.finished:
+                self._finish_point(p)
+        with progress(self.opt.progress, len(todo) * self.exp.n_intervals) as self.bar:
             lent = Lent(self.commands, self.sinks.publish, self.bar.advance)
-            for i, pair in enumerate(self.order):
-                if pair in self.todo:
-                    self.running = f"point {pair[0]} repetition {pair[1]}"
-                    try:
-                        entry = repetition.run(self.unit(pair), lent)
-                        self._record_setup(pair, entry.get("setup", {}))
-                        self.archive.write_repetition(*pair[:2], entry, *pair[2:])   # the pair is complete
-                        self.done[pair] = entry
-                    except RunError as e:
-                        self.failed.setdefault(pair[0], []).append(
-                            {"rep": pair[1], "failed": str(e), **({"variant": pair[2]} if len(pair) == 3 else {})})
-                        print(f"warning: point {pair[0]} repetition {pair[1]} failed: {e}")
-                    finally:
-                        self.running = None
-                if i == last[pair[0]] and pair[0] not in self.finished:
-                    self._finish_point(self.points[pair[0]])
+            if jobs > 1:
+                engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lent, finished)
+                return
+            for pair in todo:
+                self.running = f"point {pair[0]} repetition {pair[1]}"
+                try:
+                    entry, error = repetition.run(self.unit(pair), lent), None
+                except RunError as e:
+                    entry, error = None, e
+                finally:
+                    self.running = None
+                finished(pair, entry, error)
 
     def _record_setup(self, pair: tuple, setup: dict) -> None:
         """What a repetition set up that the run records once per point (env.json) or once (summary.json)."""

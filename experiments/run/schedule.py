@@ -25,8 +25,3 @@ def order(reps_of: dict[int, int], seed: int, variants_of: dict[int, list[str]] 
     pairs += [(p, r, v) for p, vs in sorted((variants_of or {}).items()) for v in vs for r in range(reps_of[p])]
     random.Random(seed).shuffle(pairs)
     return pairs
-
-
-def last_of_point(pairs: list[tuple]) -> dict[int, int]:
-    """Point index -> the position in pairs of its last pair (the point is summarised after it)."""
-    return {pair[0]: i for i, pair in enumerate(pairs)}
