@@ -117,3 +117,15 @@ def test_every_metric_has_a_heading_and_the_terminal_shows_its_own():
     assert shown
     for m in shown:
         assert m.short_heading in text, m.name
+
+
+# Prometheus' base units (a series says its unit in its name): the value's SI unit -> (name ends, factor)
+BASE_UNITS = {"bit/s": ("_bytes_per_second", 1 / 8), "s": ("_seconds", 1), "segments": ("_segments", 1),
+              "1": ("", 1)}
+
+
+def test_every_series_is_in_prometheus_base_units():
+    for m in metric_table.TABLE:
+        assert m.unit in BASE_UNITS, f"{m.name}: unit {m.unit!r} has no Prometheus base unit here"
+        ending, factor = BASE_UNITS[m.unit]
+        assert m.series.endswith(ending) and m.factor == factor, m.name
