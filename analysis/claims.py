@@ -7,9 +7,11 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# the metrics a quantity reads straight from a point's entry (experiments/run/summary.py METRICS and SYSTEM_ONLY)
-FLOW_METRICS = ("goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s")
-SYSTEM_METRICS = FLOW_METRICS + ("jain", "jain_throughput")
+from . import metric_table
+
+# the metrics a quantity reads straight from a point's entry: those summary.json holds per flow and for the system
+FLOW_METRICS = tuple(metric_table.names("flow"))
+SYSTEM_METRICS = tuple(metric_table.names("system"))
 PAUSE_METRICS = ("pause_gain", "pause_model_gain")
 # Jain's index over the named flows only: over their mean goodput (jain) or throughput (jain_throughput)
 JAIN = {"jain": "goodput_bps", "jain_throughput": "throughput_bps"}

@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ccrig import jsondoc
+from ccrig.analysis import metric_table
+from ccrig.analysis.metric_table import Metric
 
 # wide enough for the summary table when the output is not a terminal (a log, CI)
 console = Console(width=None if sys.stdout.isatty() else 150)
@@ -17,16 +19,16 @@ console = Console(width=None if sys.stdout.isatty() else 150)
 CI_MARKS = {"runs": "r", "batches": "b"}
 
 
-def _fmt(stat: dict, unit: str, marked: bool = True) -> str:
-    """mean ±half-width, the half-width marked with its method (r: across repetitions, b: batch means within a
-    run) unless marked is False (one method for the whole table: ci_note says it); a metric without an interval
-    (method none) gets "(no CI)"."""
+def _fmt(stat: dict, metric: Metric | None = None, marked: bool = True) -> str:
+    """mean ±half-width in the metric's display unit, the half-width marked with its method (r: across
+    repetitions, b: batch means within a run) unless marked is False (one method for the whole table: ci_note
+    says it); a metric without an interval (method none) gets "(no CI)"."""
     m = stat["mean"]
     if m is None:
         return "-"
     ci = stat.get("ci") or {}
     lo, hi = stat.get("ci95") or (None, None)
-    scale, digits = {"bps": (1e-6, 3), "ms": (1e3, 1)}.get(unit, (1.0, 3))
+    scale, digits = (metric.scale, metric.digits) if metric is not None else (1.0, 3)
     if lo is None:
         return f"{m * scale:.{digits}f} (no CI)" if ci else f"{m * scale:.{digits}f}"
     mark = CI_MARKS.get(ci.get("method"), "?") if ci and marked else ""
@@ -66,8 +68,7 @@ def print_summary(summary: dict) -> None:
                   f"{summary['intervals']} intervals of {summary['interval_s']:g} s (first {summary['warmup']} "
                   f"discarded), {summary['repetitions']} repetition(s); mean ± "
                   f"{summary.get('ci_level', 0.95) * 100:.4g} % CI half-width (how each CI was made: below each table)")
-    cols = [("goodput_bps", "goodput Mbit/s", "bps"), ("throughput_bps", "throughput Mbit/s", "bps"),
-            ("eee", "EEE", ""), ("uar", "UAR", ""), ("loss", "loss", ""), ("rtt_s", "RTT ms", "ms")]
+    cols = [m for m in metric_table.TABLE if m.terminal]
     for p in summary["points"]:
         params = ", ".join(f"{k}={v}" for k, v in p["params"].items()) or "single point"
         if "failed" in p:   # no repetition of it finished
@@ -77,18 +78,16 @@ def print_summary(summary: dict) -> None:
                         f"(fair share {p['fair_share_bps'] / 1e6:.3f})")
         t.add_column("flow")
         t.add_column("cc")
-        for _, title, _ in cols:
-            t.add_column(title, justify="right")
-        t.add_column("Jain", justify="right")
-        t.add_column("Jain (T)", justify="right")   # study 001's, over throughput
+        for m in cols:
+            t.add_column(m.short_heading, justify="right")
         s = p["system"]
         # each CI says its method: once for the table when all share one, else a mark per cell
-        found = methods([f[m] for f in [*p["flows"], s] for m, _, _ in cols] + [s.get("jain"), s.get("jain_throughput")])
+        found = methods([e.get(m.name) for e in [*p["flows"], s] for m in cols])
         marked = len(found) > 1
+        # a system-only metric's cell is empty in the flows' rows, and so is one a point archived before it lacks
         for f in p["flows"]:
-            t.add_row(str(f["flow"]), f["cc"], *[_fmt(f[m], u, marked) for m, _, u in cols], "", "")
-        t.add_row("system", "", *[_fmt(s[m], u, marked) for m, _, u in cols], _fmt(s["jain"], "", marked),
-                  _fmt(s["jain_throughput"], "", marked) if "jain_throughput" in s else "", style="bold")
+            t.add_row(str(f["flow"]), f["cc"], *[_fmt(f[m.name], m, marked) if m.name in f else "" for m in cols])
+        t.add_row("system", "", *[_fmt(s[m.name], m, marked) if m.name in s else "" for m in cols], style="bold")
         console.print(t)
         console.print(ci_note(summary, None if marked else next(iter(found), "none")), markup=False)
         for problem in p.get("measurement_problems", []):   # goodput above T_max beyond its CI

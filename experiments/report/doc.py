@@ -6,6 +6,7 @@ import base64
 import html
 from pathlib import Path
 
+from ccrig.analysis import metric_table
 from ccrig.errors import InputError
 
 from ccrig.experiments.report import models
@@ -13,9 +14,9 @@ from ccrig.experiments.report import models
 from ccrig.experiments.report import plots
 from ccrig.experiments.report.summary import ci_rows, fmt_param, fmt_stat, load_summary, swept_params
 
-TABLE_METRICS = [("goodput_bps", "goodput Mbit/s", 1e-6), ("throughput_bps", "throughput Mbit/s", 1e-6),
-                 ("eee", "EEE", 1.0), ("uar", "UAR", 1.0), ("loss", "loss", 1.0), ("retrans_rate", "retrans", 1.0),
-                 ("rtt_s", "RTT ms", 1e3), ("min_rtt_s", "min RTT ms", 1e3)]
+# the columns of the points' and the flows' tables: every metric summary.json holds for the system and per flow
+SYSTEM_COLUMNS = [(m.name, m.heading, m.scale) for m in metric_table.of("system", ci=True)]
+FLOW_COLUMNS = [(m.name, m.heading, m.scale) for m in metric_table.of("flow", ci=True)]
 
 
 class Doc:
@@ -101,19 +102,17 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
         for k in p.get("params", {}):
             if k not in params:
                 params.append(k)
-    header = ["point", *params, "T_max Mbit/s", "fair share Mbit/s", *[h for _, h, _ in TABLE_METRICS], "Jain",
-              "Jain (throughput)"]
+    header = ["point", *params, "T_max Mbit/s", "fair share Mbit/s", *[h for _, h, _ in SYSTEM_COLUMNS]]
     rows = []
     for p in points:
         s = p.get("system", {})
         rows.append([str(p["index"]), *[fmt_param(p.get("params", {}).get(k, "")) for k in params],
                      f"{p['t_max_bps'] * 1e-6:.4g}" if p.get("t_max_bps") is not None else "–",
                      f"{p['fair_share_bps'] * 1e-6:.4g}" if p.get("fair_share_bps") is not None else "–",
-                     *[fmt_stat(s.get(k), sc) for k, _, sc in TABLE_METRICS], fmt_stat(s.get("jain")),
-                     fmt_stat(s.get("jain_throughput"))])
+                     *[fmt_stat(s.get(k), sc) for k, _, sc in SYSTEM_COLUMNS]])
     doc.table(header, rows)
     # how each interval was made; measurement problems (goodput above T_max) and unreliable points
-    cis = ci_rows(points, [*TABLE_METRICS, ("jain", "Jain", 1.0), ("jain_throughput", "Jain (throughput)", 1.0)])
+    cis = ci_rows(points, SYSTEM_COLUMNS)
     if cis:
         doc.h(2, "Confidence intervals")
         doc.table(["point", "metric", "method", "n", "n_eff", "batch length", "why none"], cis)
@@ -135,8 +134,8 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
         for f in p.get("flows", []):
             frows.append([str(p["index"]), str(f["flow"]), str(f.get("cc", "")),
                           f"{f.get('sender', '')} → {f.get('receiver', '')}",
-                          *[fmt_stat(f.get(k), sc) for k, _, sc in TABLE_METRICS]])
-    doc.table(["point", "flow", "cc", "path", *[h for _, h, _ in TABLE_METRICS]], frows)
+                          *[fmt_stat(f.get(k), sc) for k, _, sc in FLOW_COLUMNS]])
+    doc.table(["point", "flow", "cc", "path", *[h for _, h, _ in FLOW_COLUMNS]], frows)
 
     doc.h(2, "Metrics against the swept parameters")
     for param in swept_params(points) or [None]:

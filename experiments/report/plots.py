@@ -14,11 +14,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from ccrig.qdiscs import sojourn  # noqa: E402
-from ccrig.analysis import pcap  # noqa: E402
+from ccrig.analysis import metric_table, pcap  # noqa: E402
 from ccrig.experiments.report.summary import fmt_param, swept_params  # noqa: E402
 
-SWEEP_METRICS = [("goodput_bps", "goodput (Mbit/s)", 1e-6), ("throughput_bps", "throughput (Mbit/s)", 1e-6),
-                 ("eee", "EEE", 1.0), ("uar", "UAR", 1.0), ("loss", "loss", 1.0), ("jain", "Jain fairness", 1.0)]
+# the panels of the figure against the swept parameter: the system's metrics the table marks for it
+SWEEP_METRICS = [(m.name, m.axis, m.scale) for m in metric_table.TABLE if m.sweep and m.has("system")]
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -49,7 +49,10 @@ def plot_sweep(points: list[dict], param: str | None, out_dir: Path) -> Path:
     values = [p.get("params", {}).get(param) if param else p["index"] for p in points]
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     xs = values if numeric else list(range(len(values)))
-    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
+    rows = math.ceil(len(SWEEP_METRICS) / 3)   # three panels a row, as many rows as the table's metrics need
+    fig, axes = plt.subplots(rows, 3, figsize=(12, 3.25 * rows), squeeze=False)
+    for ax in axes.ravel()[len(SWEEP_METRICS):]:
+        ax.set_visible(False)
     for ax, (key, label, scale) in zip(axes.ravel(), SWEEP_METRICS):
         means, lo, hi, px = [], [], [], []
         for x, p in zip(xs, points):

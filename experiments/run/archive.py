@@ -20,13 +20,14 @@ from pathlib import Path
 
 import yaml
 
+from ccrig.analysis import metric_table
 from ccrig.errors import InputError
 
 REPETITION_RECORD = "repetition.json"
 
-INTERVAL_COLUMNS = ["interval", "t_start", "t_end", "flow", "cc", "goodput_bps", "throughput_bps", "eee", "uar",
-                    "loss", "retrans_rate", "rtt_s", "min_rtt_s", "cwnd", "jain", "jain_throughput",
-                    "degraded"]   # Jain over throughput; an interval computed from a late sampler
+# every metric's column (analysis/metric_table.py), then whether the interval was computed from a late sampler
+INTERVAL_COLUMNS = ["interval", "t_start", "t_end", "flow", "cc", *[m.column for m in metric_table.TABLE],
+                    "degraded"]
 TRACE_COLUMNS = ["t", "flow", "cwnd", "ssthresh", "srtt_s", "bytes_acked", "bytes_sent", "ca_state", "total_retrans"]
 QDISC_COLUMNS = ["t", "node", "dev", "class", "kind", "handle", "parent", "sent_packets", "sent_bytes", "dropped",
                  "overlimits", "requeues", "backlog_packets", "backlog_bytes"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from ccrig.analysis import metrics, stats
+from ccrig.analysis import metric_table, metrics, stats
 from ccrig.tcp_modules import bpf_fault
 from ccrig.errors import RunError
 from ccrig.experiments.run import fidelity
@@ -24,9 +24,9 @@ from ccrig.experiments import spec as specmod
 from ccrig.experiments.run.collectors import FlowSampler
 from ccrig.experiments.workloads import Flow
 
-METRICS = ["goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s"]
-# Jain's index over goodput (`jain`) and, as study 001 defines it, over throughput (`jain_throughput`)
-SYSTEM_ONLY = ["jain", "jain_throughput"]
+# the metrics summary.json holds for each flow and for the system (analysis/metric_table.py)
+FLOW_METRICS = metric_table.names("flow")
+SYSTEM_METRICS = metric_table.names("system")
 FLOW_KEYS = ("flow", "cc", "kernel_cc", "sender", "receiver")
 
 
@@ -116,11 +116,11 @@ def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_ro
         # the interval within one run is by batch means (stats.within_run), saying its method
         return stat_of(stats.within_run([r.get(name) for r in stats.measured(rows, warmup)
                                          if r.get("active", True)], level))
-    system = {m: stat(system_rows, m) for m in METRICS + SYSTEM_ONLY}
+    system = {m: stat(system_rows, m) for m in SYSTEM_METRICS}
     per_flow = []
     for f in flows:
         entry = {"flow": f.index, "cc": f.label, "kernel_cc": f.cc, "sender": f.sender, "receiver": f.receiver}
-        entry.update({m: stat(rows_by_flow[f.index], m) for m in METRICS})
+        entry.update({m: stat(rows_by_flow[f.index], m) for m in FLOW_METRICS})
         if any("fair_share_bps" in r for r in rows_by_flow[f.index]):   # T_max of the active flows
             entry["fair_share_bps"] = stat(rows_by_flow[f.index], "fair_share_bps")
         per_flow.append(entry)
@@ -138,12 +138,12 @@ def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_ro
 def point(p: specmod.Point, reps: list[dict], numbers: list[int] | None = None) -> dict:
     """A point's entry from its repetitions' (numbers: each one's repetition number, default 0, 1, ...)."""
     level = getattr(p.experiment, "ci", None) or stats.LEVEL
-    system = {m: over_repetitions([r["system"].get(m) for r in reps], level) for m in METRICS + SYSTEM_ONLY
+    system = {m: over_repetitions([r["system"].get(m) for r in reps], level) for m in SYSTEM_METRICS
               if all(m in r["system"] for r in reps)}
     flows = []
     for i, f in enumerate(reps[0]["flows"]):
         entry = {k: f[k] for k in FLOW_KEYS}
-        entry.update({m: over_repetitions([r["flows"][i][m] for r in reps], level) for m in METRICS})
+        entry.update({m: over_repetitions([r["flows"][i][m] for r in reps], level) for m in FLOW_METRICS})
         flows.append(entry)
     numbers = list(range(len(reps))) if numbers is None else numbers
     out = {"index": p.index, "params": p.params, "t_max_bps": reps[0]["t_max_bps"],

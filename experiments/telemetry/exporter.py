@@ -20,29 +20,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ccrig.analysis import metric_table
 from ccrig.qdiscs.stats import is_counter
 from ccrig.samples import Sample
 
-# metric -> (type, help); the summary.json metric names map onto these
+# series name (without ccrig_) -> (type, help): each metric's flow and system series (analysis/metric_table.py),
+# then the rest
 HELP = {
-    "flow_goodput_bytes_per_second": ("gauge", "Unique payload delivered per second (tcpi_bytes_acked at the sender)"),
-    "flow_throughput_bytes_per_second": ("gauge", "Payload put on the wire per second, retransmissions included"),
-    "flow_eee": ("gauge", "Extra Energy Expenditure: (T-G)/Tmax + 0.3 (Tmax-T)/Tmax, Tmax the fair share"),
-    "flow_uar": ("gauge", "Unexploited Available Resources: 1 - [0.5 T/Tmax + 0.5 G/T]"),
-    "flow_loss_ratio": ("gauge", "Segments lost / sent (non-spurious retransmissions)"),
-    "flow_retrans_ratio": ("gauge", "Segments retransmitted / sent"),
-    "flow_rtt_seconds": ("gauge", "Smoothed RTT from TCP_INFO, mean over the interval"),
-    "flow_min_rtt_seconds": ("gauge", "Smallest RTT TCP measured in the interval (tcpi_min_rtt): the path without queueing"),
-    "flow_cwnd_segments": ("gauge", "Congestion window, mean over the interval"),
-    "system_goodput_bytes_per_second": ("gauge", "Sum of the flows' goodput"),
-    "system_throughput_bytes_per_second": ("gauge", "Sum of the flows' throughput"),
-    "system_eee": ("gauge", "EEE of the system, Tmax the bottleneck's payload capacity"),
-    "system_uar": ("gauge", "UAR of the system, Tmax the bottleneck's payload capacity"),
-    "system_loss_ratio": ("gauge", "Packets dropped / offered at the bottleneck"),
-    "system_retrans_ratio": ("gauge", "Segments retransmitted / sent, all flows"),
-    "system_rtt_seconds": ("gauge", "Mean of the flows' smoothed RTT"),
-    "system_min_rtt_seconds": ("gauge", "Smallest of the flows' min RTT"),
-    "system_jain_fairness": ("gauge", "Jain's fairness index over the flows' goodput"),
+    **{m.prometheus(scope): ("gauge", m.help(scope)) for scope in ("flow", "system") for m in metric_table.TABLE
+       if m.has(scope)},
     "qdisc_sent_packets": ("counter", "Packets sent by the queue discipline"),
     "qdisc_sent_bytes": ("counter", "Bytes sent by the queue discipline"),
     "qdisc_dropped_packets": ("counter", "Packets dropped by the queue discipline"),
@@ -74,17 +60,10 @@ HELP = {
                        "(verdict testbed-limited), 0 when ok"),
 }
 
-# interval metric (summary.json name, SI units) -> (exporter name suffix, factor): Prometheus' base unit for data
-# is the byte, so rates in bits per second are exported in bytes per second
-SERIES = {"goodput_bps": ("goodput_bytes_per_second", 1 / 8), "throughput_bps": ("throughput_bytes_per_second", 1 / 8),
-          "eee": ("eee", 1), "uar": ("uar", 1), "loss": ("loss_ratio", 1), "retrans_rate": ("retrans_ratio", 1),
-          "rtt_s": ("rtt_seconds", 1), "min_rtt_s": ("min_rtt_seconds", 1), "cwnd": ("cwnd_segments", 1), "jain": ("jain_fairness", 1)}
-
-
 def series_sample(scope: str, metric: str, labels: dict, value: float, ts: float | None) -> "Sample":
-    """A summary.json metric value as its Prometheus series (scope flow or system)."""
-    suffix, factor = SERIES[metric]
-    return Sample(f"{scope}_{suffix}", labels, value * factor, ts)
+    """A metric's value (SI units) as a sample of its Prometheus series (scope flow or system)."""
+    m = metric_table.BY_NAME[metric]
+    return Sample(m.prometheus(scope), labels, value * m.factor, ts)
 
 
 # qdisc.csv column -> exporter name for the counters every discipline has

@@ -11,12 +11,12 @@ import os
 import time
 from pathlib import Path
 
+from ccrig.analysis import metric_table
 from ccrig.commands import Commands
 from ccrig.samples import Sample
 from ccrig.experiments.telemetry.backfill import LOG_NAME, SampleLog, backfill
-from ccrig.experiments.telemetry.exporter import SERIES, Exporter, qdisc_samples, series_sample
+from ccrig.experiments.telemetry.exporter import Exporter, qdisc_samples, series_sample
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer, job_name
-from ccrig.experiments.run.summary import METRICS
 
 
 class Sinks:
@@ -80,13 +80,15 @@ class Sinks:
 
 def interval_samples(labels: dict, flows, rows: list[dict], system: dict, qdisc_rows: list[dict],
                      ts: float) -> list[Sample]:
-    """One interval's batch: each flow's metrics and cwnd (rows in the order of flows), the system's, and the
-    bottleneck's qdisc statistics."""
+    """One interval's batch: each flow's metrics (rows in the order of flows), the system's, and the bottleneck's
+    qdisc statistics; a metric without a value in the interval (no RTT of a UDP flow) has no sample."""
     out = []
     for f, row in zip(flows, rows):
         fl = {**labels, "flow": str(f.index), "cc": f.label}
-        out += [series_sample("flow", m, fl, row[m], ts) for m in METRICS + ["cwnd"] if row[m] is not None]
-    out += [series_sample("system", m, labels, system[m], ts) for m in METRICS + ["jain"] if system[m] is not None]
+        out += [series_sample("flow", m.name, fl, row[m.name], ts) for m in metric_table.of("flow")
+                if row.get(m.name) is not None]
+    out += [series_sample("system", m.name, labels, system[m.name], ts) for m in metric_table.of("system")
+            if system.get(m.name) is not None]
     out += qdisc_samples(qdisc_rows, {k: v for k, v in labels.items() if k != "qdisc"}, ts)
     return out
 
@@ -99,15 +101,15 @@ def point_samples(labels: dict, point: dict) -> list[Sample]:
     for scope, entries in (("system", [point["system"]]), ("flow", point["flows"])):
         for e in entries:
             lab = {**labels, "scope": scope, "flow": str(e.get("flow", "all")), "cc": e.get("cc", "")}
-            for m in METRICS + (["jain"] if scope == "system" else []):
-                s = e[m]
-                suffix, factor = SERIES[m]
+            # a point archived before a metric was added has no entry for it
+            for m in [m for m in metric_table.of(scope, ci=True) if e.get(m.name)]:
+                s = e[m.name]
                 ci = s["ci95"] or (None, None)   # null when the interval's method is none
                 for stat_name, v in (("mean", s["mean"]), ("std", s["std"]), ("ci95_low", ci[0]),
                                      ("ci95_high", ci[1])):
                     if v is not None:
-                        out.append(Sample("point_result", {**lab, "series": f"ccrig_{scope}_{suffix}",
-                                                           "stat": stat_name}, v * factor, ts))
+                        out.append(Sample("point_result", {**lab, "series": f"ccrig_{m.prometheus(scope)}",
+                                                           "stat": stat_name}, v * m.factor, ts))
     # the point's fidelity verdict, 1 when the testbed (not the configured link) limited it
     fid = point.get("fidelity")
     if fid is not None:

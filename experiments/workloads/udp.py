@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 from pydantic import field_validator
 
-from ccrig.analysis import metrics
+from ccrig.analysis import metric_table, metrics
 from ccrig.analysis.intervals import FlowSeries, flow_interval
 from ccrig.fields import SizeField
 from ccrig.units import Size
@@ -106,8 +106,9 @@ class Datagrams(Workload):
         row = flow_interval(series, a, b, share)
         offered = series.delta("data_segs_out", a, b)
         lost = max(0.0, offered - series.delta("data_segs_in", a, b))
-        row.update(loss=metrics.ratio(lost, offered), retrans_rate=0.0, rtt_s=None, min_rtt_s=None, cwnd=None,
-                   segs_sent=offered, segs_retrans=0.0)
+        # what only TCP measures (RTT, cwnd) a datagram flow has not: none, not flow_interval's zeros
+        row.update({m.name: None for m in metric_table.TABLE if m.tcp_only})
+        row.update(loss=metrics.ratio(lost, offered), retrans_rate=0.0, segs_sent=offered, segs_retrans=0.0)
         return row
 
     def result(self, flow: Flow, out_dir: Path) -> dict[str, Any]:

@@ -89,6 +89,7 @@ def test_another_seed_gives_another_recorded_order(ccrig):
 def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
     from ccrig.experiments.telemetry.prometheus_server import query
     from ccrig.experiments.telemetry.backfill import read_samples
+    from ccrig.analysis import metric_table
     spec = dumbbell([{"cc": "cubic"}, {"cc": "reno"}], duration="4s", seed=3,
                     sweep={"topology.bottleneck.buffer": ["20pkt", "50pkt", "100pkt", "150pkt"]})
     path = ccrig_prom.write(spec)
@@ -169,6 +170,9 @@ def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
             break
         time.sleep(2)
     assert sorted(keys) == sorted(per), keys
+    # every system metric of the table reached Prometheus as its series, Jain over throughput among them
+    for m in metric_table.of("system"):
+        assert query(prometheus.url, f'last_over_time(ccrig_system_{m.series}{{run="{run}"}}[1h])'), m.name
 
 
 @pytest.mark.timeout(120)

@@ -11,6 +11,7 @@ from ccrig.experiments.report import report
 
 from ccrig.experiments.report import models
 from ccrig.experiments.report.summary import fmt_stat
+from ccrig.analysis import metric_table
 from ccrig.analysis import throughput as tp
 from ccrig.errors import InputError
 
@@ -24,13 +25,16 @@ def write_archive(root: Path) -> dict:
     for idx, rate in enumerate((10, 20)):
         flows = []
         for f, cc in ((0, "ab_smooth"), (1, "cubic")):
+            # every metric of the table has an entry (the ratios 0.1 ± 0.01); the ones the checks read their own
             flows.append({"flow": f, "cc": cc, "sender": f"h{f}", "receiver": f"r{f}",
+                          **{m: stat(0.1, 0.01) for m in metric_table.names("flow")},
                           "goodput_bps": stat(rate * 0.45e6 + f * 1e5, 2e5), "throughput_bps": stat(rate * 0.47e6, 2e5),
-                          "eee": stat(0.1, 0.01), "uar": stat(0.2, 0.02), "loss": stat(0.01 * (idx + 1), 0.001),
-                          "retrans_rate": stat(0.01, 0.001), "rtt_s": stat(0.02 + 0.01 * f, 0.002)})
-        system = {"goodput_bps": stat(rate * 0.93e6, 1e5), "throughput_bps": stat(rate * 0.95e6, 1e5),
-                  "eee": stat(0.05 + idx / 100, 0.01), "uar": stat(0.06, 0.01), "loss": stat(0.01, 0.002),
-                  "retrans_rate": stat(0.01, 0.001), "rtt_s": stat(0.025, 0.003), "jain": stat(0.98 - idx / 10, 0.01)}
+                          "loss": stat(0.01 * (idx + 1), 0.001), "retrans_rate": stat(0.01, 0.001),
+                          "rtt_s": stat(0.02 + 0.01 * f, 0.002), "min_rtt_s": stat(0.015, 0.001)})
+        system = {**{m: stat(0.05 + idx / 100, 0.01) for m in metric_table.names("system")},
+                  "goodput_bps": stat(rate * 0.93e6, 1e5), "throughput_bps": stat(rate * 0.95e6, 1e5),
+                  "loss": stat(0.01, 0.002), "retrans_rate": stat(0.01, 0.001), "rtt_s": stat(0.025, 0.003),
+                  "min_rtt_s": stat(0.015, 0.001), "jain": stat(0.98 - idx / 10, 0.01)}
         points.append({"index": idx, "params": {"topology.bottleneck.rate": rate}, "t_max_bps": rate * 0.96e6,
                        "fair_share_bps": rate * 0.48e6, "system": system, "flows": flows,
                        "repetitions": [{"rep": 0, "system": system, "flows": flows}]})
@@ -73,6 +77,13 @@ def test_report_writes_md_html_and_plots(tmp_path):
     imgs = re.findall(r"<img [^>]*src='([^']*)'", html)
     assert len(imgs) == 5 and html.count("src=") == 5 and all(s.startswith("data:image/png;base64,") for s in imgs)
     assert base64.b64decode(imgs[0].split(",", 1)[1])[:4] == b"\x89PNG"
+    # every summarised metric of the table has its column in the points' table, the per-flow ones in the flows'
+    headers = [[c.strip() for c in line.strip().strip("|").split("|")] for line in md.splitlines()
+               if line.startswith("| point |")]
+    points_header, flows_header = headers[0], next(h for h in headers if h[1] == "flow")
+    for m in metric_table.of(ci=True):
+        assert m.heading in points_header, m.name
+        assert (m.heading in flows_header) == m.has("flow"), m.name
     # the stated context
     for text in ("6.18.0-test", "1.0 s", "5 intervals", "first 1", "1 repetition"):
         assert text in md and text in html

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ccrig.analysis import stats
+from ccrig.analysis import metric_table, stats
 from ccrig.analysis.compare import ratio_ci
 from ccrig.experiments.run import schedule
 from ccrig.experiments.run import summary
@@ -102,10 +102,11 @@ def test_ratio_interval_from_each_mean_interval_by_hand():
 
 def test_the_terminal_and_the_report_mark_each_interval_with_its_method():
     runs = summary.stat_of(stats.over_runs([1e6, 2e6, 3e6]))
-    assert _fmt(runs, "bps").endswith(" r") and "±" in _fmt(runs, "bps")
+    goodput = metric_table.BY_NAME["goodput_bps"]
+    assert _fmt(runs, goodput) == "2.000 ±2.484 r"   # in Mbit/s: t(0.975, 2) = 4.303 times 1/sqrt(3)
     batches = summary.stat_of(stats.within_run([1.0] * 10))
-    assert _fmt(batches, "").endswith(" b")
-    assert _fmt(summary.stat_of(stats.within_run([1.0, 2.0])), "") == "1.500 (no CI)"
+    assert _fmt(batches).endswith(" b")
+    assert _fmt(summary.stat_of(stats.within_run([1.0, 2.0]))) == "1.500 (no CI)"
     assert "r = Student's t over the 3 repetitions" in ci_note({"repetitions": 3, "ci_level": 0.95})
     assert fmt_stat(runs, 1e-6).endswith(" r") and fmt_stat(summary.stat_of(stats.within_run([1.0])), 1.0) == \
         "1 (no CI)"
