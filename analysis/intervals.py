@@ -86,7 +86,8 @@ def flow_interval(snd: FlowSeries, a: float, b: float, t_max: float) -> dict:
 
 
 def system_interval(flows: Sequence[dict], t_max: float, dropped: float, offered: float) -> dict:
-    """The system over one interval: sums over flows, loss at the bottleneck's drop point, Jain over goodput."""
+    """The system over one interval: sums over flows, loss at the bottleneck's drop point, Jain over goodput and
+    over the active flows' throughput."""
     g = sum(f["goodput_bps"] for f in flows)
     t = sum(f["throughput_bps"] for f in flows)
     rtts = [f["rtt_s"] for f in flows if f["rtt_s"] is not None]
@@ -101,7 +102,15 @@ def system_interval(flows: Sequence[dict], t_max: float, dropped: float, offered
         "cwnd": None,
         "segs_sent": sum(f["segs_sent"] for f in flows), "segs_retrans": sum(f["segs_retrans"] for f in flows),
         "jain": metrics.jain([f["goodput_bps"] for f in flows]),
+        "jain_throughput": jain_throughput(flows),
     }
+
+
+def jain_throughput(rows: Sequence[dict]) -> float | None:
+    """Jain's fairness index as study 001 defines it: over the flows' throughput (not goodput), of the flows
+    active in the interval; None when none is."""
+    xs = [r["throughput_bps"] for r in rows if r.get("active", True) and r.get("throughput_bps") is not None]
+    return metrics.jain(xs) if xs else None
 
 
 def active(span: tuple[float, float], a: float, b: float) -> bool:

@@ -164,9 +164,8 @@ class Measurement:
         sysrow = system_interval(rows, t_max, q["dropped"] - prev["dropped"], q["offered"] - prev["offered"])
         sysrow["link_dropped"] = q["link_dropped"] - prev["link_dropped"]
         sysrow["t_max_bps"] = t_max
-        # Jain over throughput (study 001) beside the goodput one; an interval computed while a sampler was more
-        # than 1 s late (stale counters) is marked degraded, said, and counted
-        sysrow["jain_throughput"] = summary.jain_throughput(rows)
+        # an interval computed while a sampler was more than 1 s late (stale counters) is marked degraded, said,
+        # and counted
         for r in [*rows, sysrow]:
             r["degraded"] = bool(late)
         if late:

@@ -67,13 +67,6 @@ def goodput_problems(entry: dict, t_max: float) -> list[str]:
 UNRELIABLE_SHARE = 0.1
 
 
-def jain_throughput(rows: list[dict]) -> float | None:
-    """Jain's fairness index as study 001 defines it: over the flows' throughput (not goodput), of the flows
-    active in the interval; None when none is."""
-    xs = [r["throughput_bps"] for r in rows if r.get("active", True) and r.get("throughput_bps") is not None]
-    return metrics.jain(xs) if xs else None
-
-
 def min_rtt_floor(topology, wire_bytes: int, rate_bps: float) -> float:
     """The least RTT a data packet of a flow can see: the path's configured propagation RTT (the spec's
     `topology.rtt`, divided by a scaled topology's `scale`; 0 where no delay is added) plus one full-size

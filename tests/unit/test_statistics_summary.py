@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ccrig.analysis import metric_table, stats
+from ccrig.analysis import intervals, metric_table, stats
 from ccrig.analysis.compare import ratio_ci
 from ccrig.experiments.run import schedule
 from ccrig.experiments.run import summary
@@ -20,8 +20,8 @@ def test_jain_over_throughput_by_hand():
     # throughputs 2, 4, 6 Mbit/s: (12)² / (3 · (4 + 16 + 36)) = 144 / 168; goodputs equal would give 1
     rows = [{"throughput_bps": 2e6, "goodput_bps": 1e6}, {"throughput_bps": 4e6, "goodput_bps": 1e6},
             {"throughput_bps": 6e6, "goodput_bps": 1e6}, {"throughput_bps": 9e6, "active": False}]
-    assert summary.jain_throughput(rows) == pytest.approx(144 / 168)
-    assert summary.jain_throughput([{"throughput_bps": 1e6, "active": False}]) is None
+    assert intervals.jain_throughput(rows) == pytest.approx(144 / 168)
+    assert intervals.jain_throughput([{"throughput_bps": 1e6, "active": False}]) is None
 
 
 def test_stat_of_keeps_the_old_keys_and_says_the_method():
