@@ -82,6 +82,14 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
     if not isinstance(repetition, int) or repetition < 0 or (isinstance(reps, int) and repetition >= reps):
         raise InputError(f"--repetition: got {repetition!r}; expected an integer in 0..{(reps or 1) - 1}")
     doc = Doc()
+    _intro(doc, run_dir, summary, reps)
+    _tables(doc, points)
+    _figures(doc, run_dir, out_dir, points, repetition)
+    _models(doc, run_dir, out_dir, points)
+    return doc
+
+
+def _intro(doc: Doc, run_dir: Path, summary: dict, reps) -> None:
     doc.h(1, f"Run {summary.get('run', run_dir.name)}: {summary.get('experiment', '?')}")
     doc.p(f"Kernel {summary.get('kernel', '?')}, testbed {summary.get('testbed', '?')}. Measurement interval "
           f"{summary.get('interval_s', '?')} s, {summary.get('intervals', '?')} intervals of which the first "
@@ -96,6 +104,10 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
           + ("" if summary.get("seed") is None else
              f" Points and repetitions ran in a randomised order, seed {summary['seed']}.")
           + ("" if summary.get("complete", True) else " The run did not complete: only finished points are here."))
+
+
+def _tables(doc: Doc, points: list[dict]) -> None:
+    """The points, their intervals' methods, measurement problems, fidelity, the flows."""
     doc.h(2, "Points")
     params = []
     for p in points:
@@ -137,6 +149,9 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
                           *[fmt_stat(f.get(k), sc) for k, _, sc in FLOW_COLUMNS]])
     doc.table(["point", "flow", "cc", "path", *[h for _, h, _ in FLOW_COLUMNS]], frows)
 
+
+
+def _figures(doc: Doc, run_dir: Path, out_dir: Path, points: list[dict], repetition: int) -> None:
     doc.h(2, "Metrics against the swept parameters")
     for param in swept_params(points) or [None]:
         doc.img(plots.plot_sweep(points, param, out_dir), f"system metrics against {param or 'point'}")
@@ -158,6 +173,10 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
         doc.h(2, "Time-sequence graphs (from the capture)")
         for path in sequences:
             doc.img(path, f"{path.stem}: data, retransmissions, ACKs and SACK blocks ({path.stem}.csv: its points)")
+
+
+def _models(doc: Doc, run_dir: Path, out_dir: Path, points: list[dict]) -> None:
+    """Each flow against the throughput equations; PAUSE's gain against the Markov model."""
     doc.h(2, "Models")
     mrows = models.model_rows(points)
     doc.p(f"Predictions from each flow's measured loss (retransmission rate when no loss was measured) and mean "
@@ -189,7 +208,6 @@ def build(run_dir: Path, out_dir: Path, repetition: int = 0) -> Doc:
         path = plots.plot_pause(prows, points, out_dir)
         if path is not None:
             doc.img(path, "PAUSE goodput gain: measured against the Markov model")
-    return doc
 
 
 def report(run_dir: Path, out_dir: Path | None = None, repetition: int = 0) -> Path:
