@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # the metrics a quantity reads straight from a point's entry (experiments/summary.py METRICS and SYSTEM_ONLY)
 FLOW_METRICS = ("goodput_bps", "throughput_bps", "eee", "uar", "loss", "retrans_rate", "rtt_s", "min_rtt_s")
@@ -96,6 +96,13 @@ class Bound(Margined):
     q: Expr
     op: Op
     value: float
+
+    @model_validator(mode="after")
+    def _relative_of_zero(self):
+        if isinstance(self.margin, str) and self.value == 0 and self.margin_of(1.0) > 0:
+            raise ValueError(f"margin: got {self.margin!r} of value 0, which is 0; expected the margin in the "
+                             f"quantity's unit (a number)")
+        return self
 
 
 class Compare(Margined):

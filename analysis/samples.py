@@ -124,15 +124,6 @@ def scale(e: Estimate, k: float, shift: float = 0.0) -> Estimate:
                     tuple((r, k * x + shift) for r, x in e.reps), e.why)
 
 
-def combine(values: list[Estimate], agg: str) -> Estimate:
-    """Several flows' values of one point: summed or averaged repetition by repetition."""
-    total = values[0]
-    for v in values[1:]:
-        total = _paired(total, v, lambda x, y: x + y) or Estimate(
-            total.mean + v.mean, total.parts + v.parts)
-    return total if agg == "sum" else scale(total, 1 / len(values))
-
-
 # --- spoiled repetitions ------------------------------------------------------------------------------------
 
 def spoiled(rep: dict) -> str | None:

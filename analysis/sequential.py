@@ -51,8 +51,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
-from .samples import Estimate
+from .samples import Estimate, fmt
 
 POWER = 0.8          # the chance of a decision that `needs` aims at
 MORE_CAP = 1000      # a need beyond this many repetitions per point is "more than the study can give"
@@ -68,11 +69,7 @@ class Design:
 
     def spent(self, look: int) -> float:
         """alpha spent by the end of `look` (Lan-DeMets O'Brien-Fleming type, by look number)."""
-        from scipy.special import ndtr, ndtri   # lazy: scipy takes a while to import
-        t = min(max(look, 0), self.max_looks) / self.max_looks
-        if t <= 0:
-            return 0.0
-        return float(2 - 2 * ndtr(ndtri(1 - self.alpha / 2) / math.sqrt(t)))
+        return _spent(self.alpha, min(max(look, 0), self.max_looks) / self.max_looks)
 
     def nominal(self, look: int, final: bool = False) -> float:
         """The two-sided level look `look` tests at: its increment of the spending function, or on a final look
@@ -89,6 +86,15 @@ class Design:
                           f"Bonferroni over looks; no-difference by two one-sided tests against the margin",
                 "error_rate": f"per claim: P(holds or fails | no true difference) <= {self.alpha:g}; "
                               f"P(no-difference | a true difference of the margin) <= {self.alpha / 2:g}"}
+
+
+@lru_cache(maxsize=256)
+def _spent(alpha: float, t: float) -> float:
+    """The Lan-DeMets O'Brien-Fleming-type spending function at information fraction t."""
+    if t <= 0:
+        return 0.0
+    from scipy.special import ndtr, ndtri   # lazy: scipy takes a while to import
+    return float(2 - 2 * ndtr(ndtri(1 - alpha / 2) / math.sqrt(t)))
 
 
 @dataclass(frozen=True)
@@ -127,10 +133,16 @@ def plan(points, design: Design = Design()) -> dict:
 
 def _t(level: float, df: float) -> float:
     """Student's t quantile of a two-sided level (scipy's ufunc: the allocation loop asks it often)."""
-    from scipy.special import stdtrit   # lazy: see Design.spent
-    return float(stdtrit(df, 1 - (1 - level) / 2))
+    global _stdtrit
+    if _stdtrit is None:
+        from scipy.special import stdtrit as _stdtrit   # lazy: see Design.spent
+    return float(_stdtrit(df, 1 - (1 - level) / 2))
 
 
+_stdtrit = None
+
+
+@lru_cache(maxsize=64)
 def _z(p: float) -> float:
     from scipy.special import ndtri   # lazy: see Design.spent
     return float(ndtri(p))
@@ -170,26 +182,27 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
     half = _t(level, df) * se if se > 0 else 0.0
     out.low, out.high, out.level = est.mean - half, est.mean + half, level
     out.verdict = decide(est.mean, out.low, out.high, rule)
-    n = min(p.n for p in est.parts) if est.parts else 0
-    out.basis = f"{100 * level:.4g} % interval [{_g(out.low)}, {_g(out.high)}], t over repetitions (n ≥ {n})"
+    if not est.parts:   # constants only (a model's predictions): nothing to estimate
+        out.basis = f"no spread: {est.why or 'constants'}"
+        return out
+    out.basis = (f"{100 * level:.4g} % interval [{fmt(out.low)}, {fmt(out.high)}], t over repetitions "
+                 f"(n ≥ {est.n})")
     if rule.kind == "sided" and rule.margin > 0:
-        out.basis += f", margin ±{_g(rule.margin)}"
+        out.basis += f", margin ±{fmt(rule.margin)}"
     if out.verdict == "undecided":
         # what the next look would need; after a final one, what one look at the whole alpha would
         nxt = design.alpha if final else design.nominal(look + 1, look + 1 == design.max_looks)
-        out.needs = needs(est, rule, nxt, design.power)
-        out.basis += "; " + _needs_text(out.needs, rule)
         if rule.kind == "sided" and rule.margin == 0 and not final:
             # without a margin the only effect size is the observed one, and a sample size chosen from an
             # observed effect inflates the error rate (the next look is taken mostly on data picked for
             # looking large): the next look doubles every point instead, a schedule no data chose
             out.needs = {p.key: p.n for p in est.parts if p.var > 0}
-            out.basis += "; the next look doubles the repetitions (no margin to plan for)"
+            out.basis += (f"; the next look doubles the repetitions (no margin to plan for): "
+                          f"{', '.join(f'{n} at {k}' for k, n in out.needs.items())}")
+        else:
+            out.needs = needs(est, rule, nxt, design.power)
+            out.basis += "; " + _needs_text(out.needs, rule)
     return out
-
-
-def _g(x: float) -> str:
-    return f"{x:.4g}"
 
 
 def _needs_text(need: dict[str, int], rule: Rule) -> str:

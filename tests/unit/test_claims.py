@@ -205,6 +205,7 @@ def test_workload_records_are_read_per_flow_over_repetitions():
     {"kind": "bound", "q": {"spec": "x"}, "op": ">", "value": 1, "margin": "2x"},
     {"kind": "compare", "a": {"spec": "x"}, "b": {"spec": "x"}, "op": ">", "margin": -1},
     {"kind": "within", "q": {"spec": "x"}, "value": 1, "tol": 0.1, "margin": "2%"},
+    {"kind": "bound", "q": {"spec": "x"}, "op": ">", "value": 0, "margin": "2%"},
 ])
 def test_malformed_claims_are_refused(test):
     with pytest.raises(ValidationError):
