@@ -1,5 +1,5 @@
-"""A study's claims as data (experiments/studies/README.md): a quantity reads one number with its confidence
-interval from one point of one spec's summary.json; an expression divides or subtracts two; a test (bound,
+"""A study's claims as data (experiments/studies/README.md): a quantity reads one number per repetition from
+one point of one spec's summary.json; an expression divides or subtracts two; a test (bound,
 compare, within, trend, same_trend) compares them. analysis/verdicts.py judges them on measured summaries.
 
 A bound, compare or trend may state `margin`: the smallest difference that matters, committed in study.yaml

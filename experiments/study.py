@@ -329,9 +329,12 @@ def _run_guest(name: str, specs: list[str], planned: dict, study_dir: Path, quic
 # --- the report -----------------------------------------------------------------------------------------------
 
 def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
-    """Each claim's verdict on the study directory's runs."""
+    """Each claim's verdict on the study directory's runs, by the claims (and margins) of the study.yaml as it
+    is now: state["judged_study_sha256"] says which, so a report can tell when it is not the one the run began
+    with."""
     state = read_state(study_dir)
-    study, _ = load(state.get("folder") or state["study"])
+    study, folder = load(state.get("folder") or state["study"])
+    state["judged_study_sha256"] = hashlib.sha256((folder / "study.yaml").read_bytes()).hexdigest()
     points, run_dirs = {}, {}
     for spec, rec in state["specs"].items():
         run_dir = run_dir_of(study_dir, rec)

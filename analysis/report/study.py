@@ -40,7 +40,11 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
              f"- this machine's kernel: {state.get('host_kernel', platform.release())}",
              f"- verdicts: {counts['holds']} hold, {counts['fails']} fail, {counts['no-difference']} no difference, "
              f"{counts['undecided']} undecided, {counts['not-applicable']} not applicable",
-             *([f"- error rate: {error['error_rate']} ({error['method']})"] if error else []), "",
+             *([f"- error rate: {error['error_rate']} ({error['method']})"] if error else []),
+             *([f"- **study.yaml changed since the run started** (sha256 {state['study_sha256'][:16]} then, "
+                f"{state['judged_study_sha256'][:16]} now): the claims and margins judged are today's"]
+               if state.get("study_sha256") and state.get("judged_study_sha256")
+               and state["study_sha256"] != state["judged_study_sha256"] else []), "",
              "## Claims", "",
              "| claim | the paper | measured | verdict | basis | note |", "|---|---|---|---|---|---|"]
     for r in results:
@@ -89,7 +93,8 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
     out.write_text("\n".join(lines) + "\n")
     (study_dir / "claims.json").write_text(json.dumps({
         "study": study["name"], "started": state.get("started"), "quick": bool(state.get("quick")),
-        "study_sha256": state.get("study_sha256"), "error_rate": error, "counts": counts, "claims": results,
+        "study_sha256": state.get("study_sha256"), "judged_study_sha256": state.get("judged_study_sha256"),
+        "error_rate": error, "counts": counts, "claims": results,
         # every repetition some claim left out, once, with its reason: the ones the engine runs again
         "excluded": [dict(t) for t in dict.fromkeys(tuple(e.items()) for r in results
                                                      for e in r.get("excluded") or [])]},

@@ -43,3 +43,10 @@ def test_claims_json_records_the_run_the_error_rate_and_every_exclusion(tmp_path
     assert "error rate: per claim: P(holds or fails | no true difference) <= 0.05" in md
     assert "| fills | one#0 | 3 | fidelity testbed-limited: the sampler was late |" in md
     assert "| same | as the model says |" in md and "| no difference |" in md
+    assert "study.yaml changed" not in md
+    # judged by a study.yaml other than the one the run began with: said, not hidden
+    state["judged_study_sha256"] = "ef" * 32
+    md = study_report.write(tmp_path, {"name": "mini", "title": "a study"}, state, results, False,
+                            design.describe()).read_text()
+    assert "**study.yaml changed since the run started**" in md
+    assert json.loads((tmp_path / "claims.json").read_text())["judged_study_sha256"] == "ef" * 32
