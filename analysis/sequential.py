@@ -119,6 +119,7 @@ class Judgement:
     look: int = 1
     max_looks: int = 1
     alpha_spent: float = 0.0        # by the end of this look, of the design's alpha
+    final: bool = False             # no look follows (the last, or the budget was spent): all alpha is spent
     needs: dict[str, int] = field(default_factory=dict)   # point -> more repetitions for a decision
     parts: list = field(default_factory=list)             # the estimate's points: [key, coef, var, n]
 
@@ -170,7 +171,7 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
     final = final or look == design.max_looks
     parts = [[p.key, p.coef, p.var, p.n] for p in est.parts]
     out = Judgement("undecided", "", est.mean, look=look, max_looks=design.max_looks,
-                    alpha_spent=design.alpha if final else design.spent(look), parts=parts)
+                    alpha_spent=design.alpha if final else design.spent(look), final=final, parts=parts)
     short = [p for p in est.parts if p.n < 2]
     if short:
         out.needs = {p.key: 2 - p.n for p in short}
@@ -294,7 +295,7 @@ def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[s
     want: dict[str, int] = {}
     worth: dict[str, float] = {}
     for j in judgements:
-        if j.verdict != "undecided" or j.look >= j.max_looks or not j.needs:
+        if j.verdict != "undecided" or j.final or j.look >= j.max_looks or not j.needs:
             continue
         total = sum(c * c * v / n for _, c, v, n in j.parts if n > 0) or 1.0
         for key, coef, var, n in j.parts:

@@ -195,7 +195,7 @@ class Verdict:
         out.update(interval=None if j is None or j.low is None else [j.low, j.high],
                    level=None if j is None else j.level, look=None if j is None else j.look,
                    max_looks=None if j is None else j.max_looks,
-                   alpha_spent=None if j is None else j.alpha_spent,
+                   alpha_spent=None if j is None else j.alpha_spent, final=None if j is None else j.final,
                    needs={} if j is None else j.needs, parts=[] if j is None else j.parts)
         return out
 

@@ -148,6 +148,8 @@ def test_next_pairs_most_informative_first_within_the_budget():
     # decided claims and claims at their last look ask for nothing
     last = judge(noisy, Rule(margin=1.0), 3, DESIGN)
     assert next_pairs([last], 1e9) == []
+    spent = judge(noisy, Rule(margin=1.0), 2, DESIGN, final=True)
+    assert spent.final and spent.alpha_spent == pytest.approx(0.05) and next_pairs([spent], 1e9) == []
 
 
 def test_plan_is_the_first_pass():
