@@ -31,10 +31,11 @@ CLAIMS = [
     {"id": "queue-delay", "paper": "a larger buffer, a longer delay",
      "test": {"kind": "trend", "q": {"spec": "sweep", "metric": "rtt_s"}, "along": "topology.bottleneck.buffer",
               "sign": "rises"}},
-    # a claim that is false on purpose: each of two flows does not get the whole link
-    {"id": "false", "paper": "each of two flows gets the whole link",
-     "test": {"kind": "bound", "q": {"spec": "sweep", "at": {"topology.bottleneck.buffer": "100pkt"}, "flows": [0]},
-              "op": ">", "value": 9e6}},
+    # a claim that is false on purpose: two flows together cannot carry more than the line rate (their sum varies
+    # little from run to run, where one reno flow's share of 5 s swings by megabits: 3 repetitions decide this)
+    {"id": "false", "paper": "two flows together carry more than the line rate",
+     "test": {"kind": "bound", "q": {"spec": "sweep", "at": {"topology.bottleneck.buffer": "100pkt"},
+                                     "flows": [0, 1], "agg": "sum"}, "op": ">", "value": 10e6}},
 ]
 
 
