@@ -1,11 +1,15 @@
-"""A study's claims as data (experiments/studies/README.md): a quantity reads one number with its confidence
-interval from one point of one spec's summary.json; an expression divides or subtracts two; a test (bound,
-compare, within, trend, same_trend) compares them. analysis/verdicts.py judges them on measured summaries."""
+"""A study's claims as data (experiments/studies/README.md): a quantity reads one number per repetition from
+one point of one spec's summary.json; an expression divides or subtracts two; a test (bound,
+compare, within, trend, same_trend) compares them. analysis/verdicts.py judges them on measured summaries.
+
+A bound, compare or trend may state `margin`: the smallest difference that matters, committed in study.yaml
+before the run, relative (`2%`: of the bound's value, of b's mean, of the trend's first end) or absolute in the
+quantity's unit (a number). Without one it is 0, and the verdict no-difference is impossible."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import metric_table
 
@@ -60,16 +64,50 @@ Diff.model_rebuild()
 Op = Literal[">", ">=", "<", "<="]
 
 
-class Bound(BaseModel):
+class Margined(BaseModel):
+    """A test with a margin: a number >= 0 in the quantity's unit, or "N%" of a reference (see the module)."""
     model_config = ConfigDict(extra="forbid")
+    margin: float | str = 0.0
+
+    @field_validator("margin")
+    @classmethod
+    def _margin(cls, v):
+        if isinstance(v, str):
+            text = v.strip()
+            try:
+                number = float(text[:-1]) if text.endswith("%") else None
+            except ValueError:
+                number = None
+            if number is None or number < 0:
+                raise ValueError(f"got {v!r}; expected a number >= 0 (the quantity's unit) or a percentage "
+                                 f"such as 2%")
+            return text
+        if v < 0:
+            raise ValueError(f"got {v!r}; expected a number >= 0 (the quantity's unit) or a percentage such as 2%")
+        return float(v)
+
+    def margin_of(self, reference: float) -> float:
+        """The margin in the quantity's unit; a relative one of |reference|."""
+        if isinstance(self.margin, str):
+            return float(self.margin[:-1]) / 100 * abs(reference)
+        return float(self.margin)
+
+
+class Bound(Margined):
     kind: Literal["bound"]
     q: Expr
     op: Op
     value: float
 
+    @model_validator(mode="after")
+    def _relative_of_zero(self):
+        if isinstance(self.margin, str) and self.value == 0 and self.margin_of(1.0) > 0:
+            raise ValueError(f"margin: got {self.margin!r} of value 0, which is 0; expected the margin in the "
+                             f"quantity's unit (a number)")
+        return self
 
-class Compare(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+
+class Compare(Margined):
     kind: Literal["compare"]
     a: Expr
     op: Op
@@ -84,8 +122,7 @@ class Within(BaseModel):
     tol: float = Field(gt=0)
 
 
-class Trend(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Trend(Margined):
     kind: Literal["trend"]
     q: Expr
     along: str

@@ -1,80 +1,29 @@
-"""A claim's verdict on measured summaries (the claims themselves: analysis/claims.py):
+"""A claim's verdict on measured summaries (the claims themselves: analysis/claims.py), from independent
+repetitions only (analysis/samples.py reads them, analysis/sequential.py judges):
 
-    holds           true, and the intervals say it is not chance
-    fails           false beyond the intervals
-    inconclusive    the means lean one way, the intervals cannot tell
-    not-applicable  a point it reads was not run (--quick runs one point per spec), or has no value
+    holds           true, and the interval over repetitions says it is not chance
+    fails           false beyond that interval
+    no-difference   the interval lies inside ±the claim's margin (equivalence: two one-sided tests)
+    undecided       not enough repetitions: the basis says how many more, at which points
+    not-applicable  a point it reads was not run (--quick runs one point per spec), or has no usable repetition
 
-A value without an interval (one repetition too short for batch means, a model's prediction) is judged by its
-mean, and the verdict's `basis` says so: the table never hides that a verdict rests on means alone. Intervals of
-two quantities combine by the delta method as if independent (they come from different runs or flows).
+A quantity at a point is one value per repetition (the repetition's mean over its measured intervals): never
+batch means within one run, so one repetition has no interval and its claims are undecided. Repetitions whose
+fidelity is not ok, that the kernel's BPF fault touched, whose collector disagrees with the workload's count,
+or that a late sampler made unreliable are left out, each with its reason in the verdict's `excluded`.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .claims import JAIN, Bound, Claim, Compare, Diff, Quantity, Ratio, SameTrend, Trend, Within, quantities
+from .claims import JAIN, Bound, Claim, Compare, Quantity, Ratio, SameTrend, Trend, Within, quantities
+from .claims import Diff as DiffExpr
+from .samples import Estimate, NotRun, constant, diff, fmt, from_reps, ratio, scale, usable
+from .sequential import Design, Judgement, Rule, judge
 
-VERDICTS = ("holds", "fails", "inconclusive", "not-applicable")
-
-class NotRun(Exception):
-    """A point a quantity reads is not in the archive, or has no value there (not-applicable, with the reason)."""
-
-
-@dataclass(frozen=True)
-class Value:
-    mean: float
-    half: float | None     # the confidence interval's half-width; None: no interval (`why`)
-    why: str = ""
-
-    def __str__(self) -> str:
-        return _fmt(self.mean) + ("" if self.half is None else f" ± {_fmt(self.half)}")
-
-
-def _fmt(x: float) -> str:
-    a = abs(x)
-    if a >= 1e6:
-        return f"{x / 1e6:.3g}M"
-    if a >= 1e3:
-        return f"{x / 1e3:.3g}k"
-    return f"{x:.3g}"
-
-
-def _entry_value(entry: dict | None, what: str) -> Value:
-    """A summary metric entry ({mean, ci95, ci}) as a Value."""
-    if not entry or entry.get("mean") is None:
-        raise NotRun(f"{what} has no value")
-    ci = entry.get("ci95")
-    if ci and ci[0] is not None and ci[1] is not None:
-        return Value(entry["mean"], (ci[1] - ci[0]) / 2)
-    return Value(entry["mean"], None, (entry.get("ci") or {}).get("reason", "no interval"))
-
-
-def _combine(values: list[Value], agg: str) -> Value:
-    total = sum(v.mean for v in values)
-    halves = [v.half for v in values]
-    half = None if any(h is None for h in halves) else math.sqrt(sum(h * h for h in halves))
-    why = next((v.why for v in values if v.half is None), "")
-    if agg == "sum":
-        return Value(total, half, why)
-    return Value(total / len(values), None if half is None else half / len(values), why)
-
-
-def ratio(a: Value, b: Value) -> Value:
-    if b.mean == 0:
-        raise NotRun("a ratio's denominator is 0")
-    r = a.mean / b.mean
-    if a.half is None or b.half is None:
-        return Value(r, None, a.why or b.why)
-    rel = math.hypot(a.half / a.mean if a.mean else 0.0, b.half / b.mean)
-    return Value(r, abs(r) * rel if a.mean else abs(a.half / b.mean))
-
-
-def diff(a: Value, b: Value) -> Value:
-    half = None if a.half is None or b.half is None else math.hypot(a.half, b.half)
-    return Value(a.mean - b.mean, half, a.why or b.why)
+VERDICTS = ("holds", "fails", "no-difference", "undecided", "not-applicable")
+__all__ = ["Archive", "NotRun", "Verdict", "VERDICTS", "evaluate", "same_param"]
 
 
 def same_param(given, wanted) -> bool:
@@ -108,48 +57,78 @@ class Archive:
                          f"parameters in `at`")
         return found[0]
 
-    def value(self, expr, extra_at: dict | None = None) -> Value:
+    excluded: dict = field(default_factory=dict)   # (point, rep) -> reason, of the reads since reset()
+
+    def reset(self) -> None:
+        self.excluded = {}
+
+    def value(self, expr, extra_at: dict | None = None) -> Estimate:
         if isinstance(expr, Ratio):
             return ratio(*(self.value(e, extra_at) for e in expr.ratio))
-        if isinstance(expr, Diff):
+        if isinstance(expr, DiffExpr):
             return diff(*(self.value(e, extra_at) for e in expr.diff))
         q: Quantity = expr
-        at = {**q.at, **(extra_at or {})}
-        p = self.point(q.spec, at)
-        v = self._quantity(q, p)
-        if q.share:
-            v = ratio(v, _entry_value(p["system"].get("goodput_bps"), f"{q.spec}: system goodput"))
-        return v
+        p = self.point(q.spec, {**q.at, **(extra_at or {})})
+        return self._quantity(q, p)
 
-    def _quantity(self, q: Quantity, p: dict) -> Value:
+    def repetitions(self, key: str, reps: list[dict]) -> list[tuple[int, dict]]:
+        """The repetitions a verdict may read; the others are recorded with their reasons."""
+        good, bad = usable(reps)
+        for number, why in bad:
+            self.excluded[(key, number)] = why
+        return good
+
+    def _quantity(self, q: Quantity, p: dict) -> Estimate:
         where = f"{q.spec} point {p.get('index')}"
+        key = f"{q.spec}#{p.get('index')}"
         if "system" not in p:   # every repetition failed: the point has its reasons, not metrics
             raise NotRun(f"{where} has no finished repetition ({p.get('failed') or 'failed'})")
-        if q.metric == "pause_gain":
-            g = p.get("pause_gain") or {}
-            if g.get("percent") is None:
-                raise NotRun(f"{where}: no measured PAUSE gain")
-            lo, hi = (g.get("ci95") or [None, None])[:2]
-            has = g.get("ci_method") not in (None, "none") and lo is not None and hi is not None and hi > lo
-            return Value(g["percent"], (hi - lo) / 2 if has else None, "" if has else g.get("reason") or "no interval")
         if q.metric == "pause_model_gain":
             m = self.pause_model(q.spec, p)
             if m is None:
                 raise NotRun(f"{where}: the Markov model was not computed")
-            return Value(m, None, "a model's prediction")
+            return constant(m, "a model's prediction")
+        if q.metric == "pause_gain":   # G_pause / G_without - 1 in percent; the two sets of repetitions differ
+            if not p.get("without_pause"):
+                raise NotRun(f"{where}: no measured PAUSE gain (no run without PAUSE)")
+            with_ = self._per_rep(key, p, lambda r: _mean(r["system"].get("goodput_bps")), where)
+            without = self._per_rep(f"{key}/baseline", p["without_pause"],
+                                    lambda r: _mean(r["system"].get("goodput_bps")), where + " without PAUSE")
+            return scale(ratio(with_, without), 100.0, -100.0)
         flows = self._flows(q, p, where)
-        if "." in q.metric:
-            return _combine([_workload_value(p, i, q.metric, where) for i in flows], q.agg)
         if flows is None:
-            return _entry_value(p["system"].get(q.metric), f"{where}: system {q.metric}")
-        if q.metric in JAIN:   # over a subset of the flows: their means' index (no interval: one number per point)
-            xs = [_entry_value(p["flows"][i].get(JAIN[q.metric]), f"{where}: flow {i}").mean for i in flows]
-            if not any(xs):
-                raise NotRun(f"{where}: flows {flows} carried nothing")
-            return Value(sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)), None,
-                         f"Jain over flows {flows}' mean {JAIN[q.metric]}")
-        return _combine([_entry_value(p["flows"][i].get(q.metric), f"{where}: flow {i} {q.metric}")
-                         for i in flows], q.agg)
+            get = lambda r: _mean(r["system"].get(q.metric))
+        elif "." in q.metric:
+            get = lambda r: _agg([_workload(r, i, q.metric) for i in flows], q.agg)
+        elif q.metric in JAIN:   # over a subset of the flows: their index within each repetition
+            get = lambda r: _jain([_mean(r["flows"][i].get(JAIN[q.metric])) for i in flows])
+        else:
+            get = lambda r: _agg([_mean(r["flows"][i].get(q.metric)) for i in flows], q.agg)
+        if q.share:
+            inner = get
+            get = lambda r: _div(inner(r), _mean(r["system"].get("goodput_bps")))
+        return self._per_rep(key, p, get, where, f"{q.metric} of {'the system' if flows is None else flows}")
+
+    def _per_rep(self, key: str, p: dict, get, where: str, what: str = "goodput") -> Estimate:
+        reps = p.get("repetitions")
+        if not reps:
+            raise NotRun(f"{where}: no repetitions recorded")
+        values = {}
+        for number, rep in self.repetitions(key, reps):
+            try:
+                v = get(rep)
+            except (KeyError, IndexError, TypeError):
+                v = None
+            if v is None:
+                self.excluded[(key, number)] = f"no value of {what}"
+            else:
+                values[number] = v
+        if not values:
+            raise NotRun(f"{where}: no usable repetition ({'; '.join(sorted(set(self._reasons(key)))) or what})")
+        return from_reps(key, values)
+
+    def _reasons(self, key: str) -> list[str]:
+        return [why for (k, _), why in self.excluded.items() if k == key]
 
     @staticmethod
     def _flows(q: Quantity, p: dict, where: str) -> list[int] | None:
@@ -166,24 +145,33 @@ class Archive:
         return list(q.flows)
 
 
-def _workload_value(p: dict, flow: int, metric: str, where: str) -> Value:
-    """KIND.KEY[.STAT] of one flow, from each repetition's workload record; t over the repetitions when there
-    are two or more."""
+def _mean(entry: dict | None) -> float | None:
+    return None if not entry else entry.get("mean")
+
+
+def _agg(xs: list[float | None], agg: str) -> float | None:
+    if not xs or any(x is None for x in xs):
+        return None
+    return sum(xs) if agg == "sum" else sum(xs) / len(xs)
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def _jain(xs: list[float | None]) -> float | None:
+    if not xs or any(x is None for x in xs) or not any(xs):
+        return None
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
+
+
+def _workload(rep: dict, flow: int, metric: str) -> float | None:
+    """KIND.KEY[.STAT] of one flow in one repetition's workload record."""
     kind, *path = metric.split(".")
-    xs = []
-    for rep in p.get("repetitions", []):
-        rec = next((r for r in rep.get(kind) or [] if r.get("flow") == flow), None)
-        for key in path:
-            rec = rec.get(key) if isinstance(rec, dict) else None
-        if isinstance(rec, (int, float)):
-            xs.append(float(rec))
-    if not xs:
-        raise NotRun(f"{where}: flow {flow} has no {metric}")
-    from .stats import over_runs   # lazy: numpy and scipy for the t quantile
-    ci = over_runs(xs)
-    if ci.half_width is None:
-        return Value(ci.mean, None, ci.reason or "one repetition")
-    return Value(ci.mean, ci.half_width)
+    rec: Any = next((r for r in rep.get(kind) or [] if r.get("flow") == flow), None)
+    for key in path:
+        rec = rec.get(key) if isinstance(rec, dict) else None
+    return float(rec) if isinstance(rec, (int, float)) else None
 
 
 # --- verdicts ----------------------------------------------------------------------------------------------
@@ -197,26 +185,31 @@ class Verdict:
     basis: str = ""
     note: str = ""
     values: dict = field(default_factory=dict)
+    margin: float = 0.0
+    judgement: Judgement | None = None
+    excluded: list = field(default_factory=list)   # [{point, rep, reason}] left out of this claim's values
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        out = {k: v for k, v in self.__dict__.items() if k != "judgement"}
+        j = self.judgement
+        out.update(interval=None if j is None or j.low is None else [j.low, j.high],
+                   level=None if j is None else j.level, look=None if j is None else j.look,
+                   max_looks=None if j is None else j.max_looks,
+                   alpha_spent=None if j is None else j.alpha_spent, final=None if j is None else j.final,
+                   needs={} if j is None else j.needs, parts=[] if j is None else j.parts)
+        return out
 
 
-def _sided(d: float, half: float | None, op: str) -> tuple[str, str]:
-    """d = left - right of `left op right`: the verdict and its basis."""
-    want = 1 if op in (">", ">=") else -1
-    strict = op in (">", "<")
-    true = (d * want > 0) or (not strict and d == 0)
-    if half is None:
-        return ("holds" if true else "fails"), "means only (no confidence interval)"
-    if d * want - half > 0 or (not strict and d * want - half == 0):
-        return "holds", "beyond the confidence interval"
-    if d * want + half < 0:
-        return "fails", "beyond the confidence interval"
-    return "inconclusive", f"the interval covers both sides (means {'hold' if true else 'fail'})"
+def _rule(op: str, margin: float) -> Rule:
+    return Rule("sided", 1 if op in (">", ">=") else -1, op in (">", "<"), margin)
 
 
-def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Value]]:
+def _signed(e: Estimate, want: int) -> Estimate:
+    """e with its sign turned so that positive is what the claim says."""
+    return e if want > 0 else scale(e, -1.0)
+
+
+def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Estimate]]:
     """expr's value at each point along a swept path, in the sweep's order (the points' index order)."""
     specs = {q.spec for q in quantities(expr)}
     values = []
@@ -240,7 +233,7 @@ def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Value]]:
     return out
 
 
-def _slope(series: list[tuple[Any, Value]]) -> float:
+def _slope(series: list[tuple[Any, Estimate]]) -> float:
     """The least-squares slope of the means against their position along the sweep."""
     ys = [v.mean for _, v in series]
     n = len(ys)
@@ -248,65 +241,64 @@ def _slope(series: list[tuple[Any, Value]]) -> float:
     return sum((i - xm) * (y - ym) for i, y in enumerate(ys)) / sum((i - xm) ** 2 for i in range(n))
 
 
-def _trend_verdict(series: list[tuple[Any, Value]], sign: int) -> tuple[str, str]:
-    """Rises (sign 1) or falls (-1): the fitted slope's sign, and the ends' difference beyond their intervals."""
+def _trend(series: list[tuple[Any, Estimate]], sign: int, margin: float, look: int, design: Design,
+           final: bool) -> Judgement:
+    """Rises (sign 1) or falls (-1): the ends' difference judged, and the fitted slope of the means must agree
+    with a holds or a fails (a claim only loses decisions by it, so the error rate stays what it was)."""
     first, last = series[0][1], series[-1][1]
-    d = diff(last, first)
-    s = _slope(series)
-    if d.half is None:
-        return ("holds" if s * sign > 0 and d.mean * sign > 0 else "fails"), "means only (no confidence interval)"
-    if s * sign > 0 and d.mean * sign > d.half:
-        return "holds", "the ends differ beyond their intervals"
-    if s * sign < 0 and -d.mean * sign > d.half:
-        return "fails", "the ends differ the other way beyond their intervals"
-    lean = "with" if s * sign > 0 else "against"
-    return "inconclusive", f"the ends are within their intervals (slope {lean} the claim)"
+    j = judge(_signed(diff(last, first), sign), Rule(margin=margin), look, design, final)
+    s = _slope(series) * sign
+    if (j.verdict == "holds" and s <= 0) or (j.verdict == "fails" and s >= 0):
+        j.verdict = "undecided"
+        j.basis += f"; the ends differ but the fitted slope goes {'against' if s < 0 else 'with'} the claim"
+    return j
 
 
-def _show(series: list[tuple[Any, Value]]) -> str:
-    return " → ".join(f"{x}: {_fmt(v.mean)}" for x, v in series)
+def _show(series: list[tuple[Any, Estimate]]) -> str:
+    return " → ".join(f"{x}: {fmt(v.mean)}" for x, v in series)
 
 
-def evaluate(claim: Claim, archive: Archive) -> Verdict:
+def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Design(), final: bool = False
+             ) -> Verdict:
+    """A claim's verdict at `look` of the design (today's study run: one look, all of alpha)."""
     t = claim.test
     out = Verdict(claim.id, claim.paper, "not-applicable", "–", note=claim.note)
+    archive.reset()
     try:
         if isinstance(t, Bound):
             v = archive.value(t.q)
-            out.verdict, out.basis = _sided(v.mean - t.value, v.half, t.op)
-            out.measured, out.values = f"{v} ({t.op} {t.value:g})", {"q": v.__dict__}
+            out.margin = t.margin_of(t.value)
+            rule = _rule(t.op, out.margin)
+            out.judgement = judge(_signed(scale(v, 1.0, -t.value), rule.want), rule, look, design, final)
+            out.measured, out.values = f"{v} ({t.op} {t.value:g})", {"q": v.to_dict()}
         elif isinstance(t, Compare):
             a, b = archive.value(t.a), archive.value(t.b)
-            d = diff(a, b)
-            out.verdict, out.basis = _sided(d.mean, d.half, t.op)
-            out.measured, out.values = f"{a} {t.op} {b}", {"a": a.__dict__, "b": b.__dict__}
+            out.margin = t.margin_of(b.mean)
+            rule = _rule(t.op, out.margin)
+            out.judgement = judge(_signed(diff(a, b), rule.want), rule, look, design, final)
+            out.measured, out.values = f"{a} {t.op} {b}", {"a": a.to_dict(), "b": b.to_dict()}
         elif isinstance(t, Within):
             v = archive.value(t.q)
             tol = t.tol * abs(t.value)
-            off = abs(v.mean - t.value)
-            if v.half is None:
-                out.verdict, out.basis = ("holds" if off <= tol else "fails"), "means only (no confidence interval)"
-            elif off + v.half <= tol:
-                out.verdict, out.basis = "holds", "the whole interval is within the tolerance"
-            elif off - v.half > tol:
-                out.verdict, out.basis = "fails", "the whole interval is outside the tolerance"
-            else:
-                out.verdict, out.basis = "inconclusive", "the interval straddles the tolerance's edge"
-            out.measured, out.values = f"{v} (value {t.value:g} ± {tol:.3g})", {"q": v.__dict__}
+            out.judgement = judge(scale(v, 1.0, -t.value), Rule("within", tol=tol), look, design, final)
+            out.measured, out.values = f"{v} (value {t.value:g} ± {tol:.3g})", {"q": v.to_dict()}
         elif isinstance(t, Trend):
             series = _series(archive, t.q, t.along)
-            out.verdict, out.basis = _trend_verdict(series, 1 if t.sign == "rises" else -1)
+            out.margin = t.margin_of(series[0][1].mean)
+            out.judgement = _trend(series, 1 if t.sign == "rises" else -1, out.margin, look, design, final)
             out.measured = _show(series)
-            out.values = {"series": [[str(x), v.__dict__] for x, v in series]}
+            out.values = {"series": [[str(x), v.to_dict()] for x, v in series]}
         elif isinstance(t, SameTrend):
             a, b = _series(archive, t.a, t.along), _series(archive, t.b, t.along)
             sb = _slope(b)
             if sb == 0:
                 raise NotRun(f"b does not move along {t.along}")
-            out.verdict, out.basis = _trend_verdict(a, 1 if sb > 0 else -1)
-            out.basis = f"b {'rises' if sb > 0 else 'falls'}; a: {out.basis}"
+            out.judgement = _trend(a, 1 if sb > 0 else -1, 0.0, look, design, final)
+            out.judgement.basis = f"b {'rises' if sb > 0 else 'falls'}; a: {out.judgement.basis}"
             out.measured = f"a: {_show(a)}; b: {_show(b)}"
-            out.values = {"a": [[str(x), v.__dict__] for x, v in a], "b": [[str(x), v.__dict__] for x, v in b]}
+            out.values = {"a": [[str(x), v.to_dict()] for x, v in a], "b": [[str(x), v.to_dict()] for x, v in b]}
+        out.verdict, out.basis = out.judgement.verdict, out.judgement.basis
     except NotRun as e:
-        out.verdict, out.basis, out.measured = "not-applicable", str(e), "–"
+        out.verdict, out.basis, out.measured, out.judgement = "not-applicable", str(e), "–", None
+    out.excluded = [{"point": k, "rep": r, "reason": why} for (k, r), why in sorted(archive.excluded.items())]
     return out

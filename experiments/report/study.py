@@ -12,7 +12,8 @@ from pathlib import Path
 from ccrig.experiments.report.doc import report as run_report
 
 QUICK = "**quick mode: mechanics only, the verdicts say nothing of the claims**"
-MARK = {"holds": "holds", "fails": "**fails**", "inconclusive": "inconclusive", "not-applicable": "n/a"}
+MARK = {"holds": "holds", "fails": "**fails**", "no-difference": "no difference", "undecided": "undecided",
+        "not-applicable": "n/a"}
 
 
 def _cell(text: str) -> str:
@@ -24,9 +25,11 @@ def _duration(state: dict) -> str:
     return f"{seconds / 60:.1f} min of runs"
 
 
-def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: bool = True) -> Path:
+def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: bool = True,
+          error: dict | None = None) -> Path:
+    """error: the design's error rate and method (analysis.sequential.Design.describe)."""
     study_dir = Path(study_dir)
-    counts = {v: sum(r["verdict"] == v for r in results) for v in ("holds", "fails", "inconclusive",
+    counts = {v: sum(r["verdict"] == v for r in results) for v in ("holds", "fails", "no-difference", "undecided",
                                                                   "not-applicable")}
     lines = [f"# {study['title']}", "",
              f"Study `{study['name']}` (seed text {study.get('seed') or '–'}), "
@@ -35,17 +38,28 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
              f"- run: {state.get('started', '?')} to {state.get('finished', '?')}, {_duration(state)}; "
              f"archive `{study_dir.resolve()}`",
              f"- this machine's kernel: {state.get('host_kernel', platform.release())}",
-             f"- verdicts: {counts['holds']} hold, {counts['fails']} fail, {counts['inconclusive']} inconclusive, "
-             f"{counts['not-applicable']} not applicable", "",
+             f"- verdicts: {counts['holds']} hold, {counts['fails']} fail, {counts['no-difference']} no difference, "
+             f"{counts['undecided']} undecided, {counts['not-applicable']} not applicable",
+             *([f"- error rate: {error['error_rate']} ({error['method']})"] if error else []),
+             *([f"- **study.yaml changed since the run started** (sha256 {state['study_sha256'][:16]} then, "
+                f"{state['judged_study_sha256'][:16]} now): the claims and margins judged are today's"]
+               if state.get("study_sha256") and state.get("judged_study_sha256")
+               and state["study_sha256"] != state["judged_study_sha256"] else []), "",
              "## Claims", "",
              "| claim | the paper | measured | verdict | basis | note |", "|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['id']} | {_cell(r['paper'])} | {_cell(r['measured'])} | {MARK[r['verdict']]} | "
                      f"{_cell(r['basis'])} | {_cell(r['note'])} |")
-    lines += ["", "Intervals are 95 % confidence intervals (± half-width) as each run's summary.json gives them "
-              "(over repetitions when there are two or more, else batch means within the run); a ratio's or "
-              "difference's by the delta method. A verdict on means alone says so in its basis.", "",
-              "## Specs", "", "| spec | answers | testbed | status | time | run | sha256 |",
+    lines += ["", "Each basis gives the claim's interval: Student's t over the independent repetitions' means "
+              "(never batch means within one run), a difference of points by Welch-Satterthwaite, a ratio of "
+              "points by the delta method, two quantities of one point repetition by repetition; with a margin, "
+              "no difference means the interval lies inside ±margin. A claim without two usable repetitions at "
+              "every point it reads is undecided and says how many more it needs."]
+    excluded = [(r["id"], e) for r in results for e in r.get("excluded") or []]
+    if excluded:
+        lines += ["", "## Repetitions left out", "", "| claim | point | repetition | why |", "|---|---|---|---|"]
+        lines += [f"| {cid} | {e['point']} | {e['rep']} | {_cell(e['reason'])} |" for cid, e in excluded]
+    lines += ["", "## Specs", "", "| spec | answers | testbed | status | time | run | sha256 |",
               "|---|---|---|---|---|---|---|"]
     for spec, rec in state["specs"].items():
         link = "–"
@@ -77,6 +91,12 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
                   *figures]
     out = study_dir / "claims.md"
     out.write_text("\n".join(lines) + "\n")
-    (study_dir / "claims.json").write_text(json.dumps({"study": study["name"], "quick": state.get("quick"),
-                                                       "counts": counts, "claims": results}, indent=2) + "\n")
+    (study_dir / "claims.json").write_text(json.dumps({
+        "study": study["name"], "started": state.get("started"), "quick": bool(state.get("quick")),
+        "study_sha256": state.get("study_sha256"), "judged_study_sha256": state.get("judged_study_sha256"),
+        "error_rate": error, "counts": counts, "claims": results,
+        # every repetition some claim left out, once, with its reason: the ones the engine runs again
+        "excluded": [dict(t) for t in dict.fromkeys(tuple(e.items()) for r in results
+                                                     for e in r.get("excluded") or [])]},
+        indent=2) + "\n")
     return out

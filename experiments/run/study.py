@@ -5,6 +5,9 @@
     run(study, out, quick, ...)       every spec into one study directory (study.json says which run is which)
     report(study_dir)                 each claim's verdict (analysis/verdicts.py) -> claims.md / claims.json + figures
 
+Verdicts come from the repetitions each point has (analysis/sequential.py): today one look at the whole error
+rate (DESIGN); a spec run with one repetition leaves its claims undecided, saying how many more they need.
+
 A study directory holds study.json and runs/ (each spec's ordinary run directory). The specs that need the vm
 testbed run together in one guest (one boot, not one per spec: a TCG boot costs 20-30 s), as the same `ccrig
 study run` inside it with --resume, so the guest adds its runs to the same study.json. A study run is resumed
@@ -17,6 +20,7 @@ import json
 import os
 import platform
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ccrig.analysis.claims import Claim, quantities
+from ccrig.analysis.sequential import Design
 from ccrig.analysis.verdicts import Archive, evaluate
 from ccrig.experiments.report import models
 from ccrig.experiments.report import study as study_report
@@ -39,6 +44,8 @@ from ccrig.experiments.run.signals import Interrupted
 
 FOLDER = Path(__file__).resolve().parent / "studies"
 STATE = "study.json"
+# one look at each claim, spending all of alpha: the run does not come back for more repetitions
+DESIGN = Design(max_looks=1)
 
 
 class SpecEntry(BaseModel):
@@ -165,11 +172,14 @@ def run_dir_of(study_dir: Path, rec: dict) -> Path | None:
 
 
 def new_state(study: Study, folder: Path, quick: bool) -> dict:
-    """study.json of a new study directory: the study, where its folder is, and each spec's hash and status."""
+    """study.json of a new study directory: the study, where its folder is, the hash of the study.yaml it runs
+    (its claims and margins, committed before the run), and each spec's hash and status."""
     specs = {s.spec: {"sha256": hashlib.sha256(spec_path(folder, s.spec).read_bytes()).hexdigest(),
                       "answers": s.answers, "status": "pending", "run_dir": None} for s in study.specs}
     return {"study": study.name, "folder": str(folder.resolve()), "title": study.title, "quick": quick,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host_kernel": platform.release(), "specs": specs}
+            "study_sha256": hashlib.sha256((folder / "study.yaml").read_bytes()).hexdigest(),
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "host_kernel": platform.release(), "specs": specs}
 
 
 # --- running --------------------------------------------------------------------------------------------------
@@ -222,7 +232,7 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         failed += _run_guest(name, [e.spec for e in guest], planned, study_dir, quick, prometheus, prometheus_root,
                              say)
     state = read_state(study_dir)
-    state["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    state["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     write_state(study_dir, state)
     if failed:
         error = RunError(f"study {name}: {len(failed)} spec(s) failed: " + "; ".join(failed)
@@ -320,9 +330,12 @@ def _run_guest(name: str, specs: list[str], planned: dict, study_dir: Path, quic
 # --- the report -----------------------------------------------------------------------------------------------
 
 def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
-    """Each claim's verdict on the study directory's runs."""
+    """Each claim's verdict on the study directory's runs, by the claims (and margins) of the study.yaml as it
+    is now: state["judged_study_sha256"] says which, so a report can tell when it is not the one the run began
+    with."""
     state = read_state(study_dir)
-    study, _ = load(state.get("folder") or state["study"])
+    study, folder = load(state.get("folder") or state["study"])
+    state["judged_study_sha256"] = hashlib.sha256((folder / "study.yaml").read_bytes()).hexdigest()
     points, run_dirs = {}, {}
     for spec, rec in state["specs"].items():
         run_dir = run_dir_of(study_dir, rec)
@@ -337,10 +350,11 @@ def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
         return models.pause_model_gain(run_dirs[spec], point)
 
     archive = Archive(points, pause_model)
-    return study, state, [evaluate(c, archive) for c in study.claims]
+    return study, state, [evaluate(c, archive, 1, DESIGN) for c in study.claims]
 
 
 def report(study_dir: Path, runs: bool = True) -> Path:
     """claims.md, claims.json and the figures (each run's own report, and a utility diagram per spec)."""
     study, state, results = verdicts(study_dir)
-    return study_report.write(study_dir, study.model_dump(), state, [r.to_dict() for r in results], runs)
+    return study_report.write(study_dir, study.model_dump(), state, [r.to_dict() for r in results], runs,
+                              DESIGN.describe())

@@ -1,57 +1,85 @@
-"""A study's claims (analysis/claims.py): quantities read from summary points, and every test's four verdicts."""
+"""A study's claims (analysis/claims.py): quantities read from summary points' repetitions, and every test's
+verdicts (holds, fails, no-difference, undecided, not-applicable) on independent repetitions only."""
 import pytest
 from pydantic import ValidationError
 
 from ccrig.analysis.claims import Claim
+from ccrig.analysis.sequential import Design
 from ccrig.analysis.verdicts import Archive, evaluate
 
 
-def stat(mean, half=None):
-    return {"mean": mean, "ci95": None if half is None else [mean - half, mean + half],
-            "ci": {"method": "none" if half is None else "runs", "reason": "too few intervals" if half is None else ""}}
+def stat(mean):
+    return {"mean": mean, "ci95": None, "ci": {"method": "batches"}}
 
 
-def point(index, params, system, flows=(), **extra):
-    return {"index": index, "params": params, "system": {k: stat(*v) for k, v in system.items()},
-            "flows": [{"flow": i, "cc": cc, **{k: stat(*v) for k, v in m.items()}} for i, (cc, m) in enumerate(flows)],
-            **extra}
+def point(index, params, system, flows=(), reps=None, **extra):
+    """A summary point whose repetitions carry the given values: system {metric: [one value per repetition]},
+    flows [(cc, {metric: [...]})]; the point's own means are the repetitions' (what claims no longer read)."""
+    n = reps or len(next(iter(system.values())))
+    repetitions = [{"rep": r, "fidelity": {"verdict": "ok", "reasons": []},
+                    "system": {k: stat(v[r]) for k, v in system.items()},
+                    "flows": [{"flow": i, **{k: stat(v[r]) for k, v in m.items()}} for i, (_, m) in enumerate(flows)]}
+                   for r in range(n)]
+    avg = lambda v: sum(v) / len(v)
+    return {"index": index, "params": params, "system": {k: stat(avg(v)) for k, v in system.items()},
+            "flows": [{"flow": i, "cc": cc, **{k: stat(avg(v)) for k, v in m.items()}}
+                      for i, (cc, m) in enumerate(flows)],
+            "repetitions": repetitions, **extra}
 
 
 def claim(test, id="c"):
     return Claim.model_validate({"id": id, "paper": "says so", "test": test})
 
 
+def around(x, d=0.1):
+    """Three repetitions' values around x."""
+    return [x - d, x, x + d]
+
+
 # a malicious source (flow 2) against two well-behaved ones, under FCFS and FQ
-S4 = [point(0, {"q": "pfifo"}, {"goodput_bps": (9.0, 0.1), "jain": (0.4, 0.02)},
-            [("reno", {"goodput_bps": (0.5, 0.1)}), ("reno", {"goodput_bps": (0.4, 0.1)}),
-             ("none", {"goodput_bps": (8.1, 0.2)})]),
-      point(1, {"q": "fq"}, {"goodput_bps": (9.0, 0.1), "jain": (0.98, 0.01)},
-            [("reno", {"goodput_bps": (3.0, 0.2)}), ("reno", {"goodput_bps": (3.0, 0.2)}),
-             ("none", {"goodput_bps": (3.0, 0.1)})])]
+S4 = [point(0, {"q": "pfifo"}, {"goodput_bps": around(9.0), "jain": around(0.4, 0.02)},
+            [("reno", {"goodput_bps": around(0.5)}), ("reno", {"goodput_bps": around(0.4)}),
+             ("none", {"goodput_bps": around(8.1, 0.2)})]),
+      point(1, {"q": "fq"}, {"goodput_bps": around(9.0), "jain": around(0.98, 0.01)},
+            [("reno", {"goodput_bps": [2.9, 3.1, 3.0]}), ("reno", {"goodput_bps": [3.1, 2.9, 3.0]}),
+             ("none", {"goodput_bps": around(3.0)})])]
 
 
 def test_bound_on_a_share_holds_beyond_its_interval():
     a = Archive({"s4": S4})
     v = evaluate(claim({"kind": "bound", "op": ">=", "value": 0.8,
                         "q": {"spec": "s4", "at": {"q": "pfifo"}, "flows": [2], "share": True}}), a)
-    assert v.verdict == "holds" and v.basis == "beyond the confidence interval"
-    assert v.values["q"]["mean"] == pytest.approx(0.9)
+    assert v.verdict == "holds" and "t over repetitions (n ≥ 3)" in v.basis
+    assert v.values["q"]["mean"] == pytest.approx(0.9, abs=1e-3)
+    d = v.to_dict()
+    assert d["interval"][0] > 0 and d["level"] == pytest.approx(0.95) and d["alpha_spent"] == pytest.approx(0.05)
     v = evaluate(claim({"kind": "bound", "op": ">=", "value": 0.8,
                         "q": {"spec": "s4", "at": {"q": "fq"}, "flows": [2], "share": True}}), a)
     assert v.verdict == "fails"
 
 
-def test_compare_and_inconclusive_when_the_intervals_overlap():
+def test_compare_and_undecided_when_the_interval_covers_both_sides():
     a = Archive({"s4": S4})
     fq = {"spec": "s4", "at": {"q": "fq"}, "metric": "jain"}
     fcfs = {"spec": "s4", "at": {"q": "pfifo"}, "metric": "jain"}
     assert evaluate(claim({"kind": "compare", "a": fq, "op": ">", "b": fcfs}), a).verdict == "holds"
     assert evaluate(claim({"kind": "compare", "a": fcfs, "op": ">", "b": fq}), a).verdict == "fails"
-    # flows 0 and 1 under FQ: 3.0 ± 0.2 each, the same
+    # flows 0 and 1 under FQ: the same on average, paired within each repetition
     f0 = {"spec": "s4", "at": {"q": "fq"}, "flows": [0]}
     f1 = {"spec": "s4", "at": {"q": "fq"}, "flows": [1]}
     v = evaluate(claim({"kind": "compare", "a": f0, "op": ">", "b": f1}), a)
-    assert v.verdict == "inconclusive"
+    assert v.verdict == "undecided" and "the means are equal and the claim has no margin" in v.basis
+    # the same with a margin of 20 %: equivalence is decided
+    v = evaluate(claim({"kind": "compare", "a": f0, "op": ">", "b": f1, "margin": "20%"}), a)
+    assert v.verdict == "no-difference" and v.margin == pytest.approx(0.6)
+
+
+def test_a_margin_too_narrow_says_how_many_more_repetitions():
+    f0 = {"spec": "s4", "at": {"q": "fq"}, "flows": [0]}
+    f1 = {"spec": "s4", "at": {"q": "fq"}, "flows": [1]}
+    v = evaluate(claim({"kind": "compare", "a": f0, "op": ">", "b": f1, "margin": 0.2}), Archive({"s4": S4}))
+    assert v.verdict == "undecided" and "needs ~" in v.basis
+    assert set(v.judgement.needs) == {"s4#1"} and v.judgement.needs["s4#1"] > 0
 
 
 def test_flows_by_cc_average_and_sum():
@@ -59,14 +87,14 @@ def test_flows_by_cc_average_and_sum():
     q = {"spec": "s4", "at": {"q": "pfifo"}, "flows": {"cc": "reno"}, "agg": "sum"}
     v = evaluate(claim({"kind": "within", "q": q, "value": 0.9, "tol": 0.01}), a)
     assert v.values["q"]["mean"] == pytest.approx(0.9)
-    assert v.verdict == "inconclusive"   # 0.9 ± 0.14 against a tolerance of 0.009
+    assert v.verdict == "undecided"   # 0.9 ± 0.5 (the sums 0.7, 0.9, 1.1) against a tolerance of 0.009
     q["agg"] = "mean"
     v = evaluate(claim({"kind": "within", "q": q, "value": 3.0, "tol": 0.1}), a)
     assert v.verdict == "fails" and v.values["q"]["mean"] == pytest.approx(0.45)
 
 
 # study 001's shape: the responsive law's advantage over the smooth one shrinks as the loss rises
-PER = [point(i, {"loss": per, "cc": cc}, {"goodput_bps": (g, h)})
+PER = [point(i, {"loss": per, "cc": cc}, {"goodput_bps": around(g, h)})
        for i, (per, cc, g, h) in enumerate([(0.01, "resp", 8.0, 0.2), (0.01, "smooth", 6.0, 0.2),
                                             (0.1, "resp", 3.0, 0.2), (0.1, "smooth", 2.9, 0.2),
                                             (0.4, "resp", 0.5, 0.05), (0.4, "smooth", 0.6, 0.05)])]
@@ -107,36 +135,63 @@ def test_ambiguous_point_is_said():
     assert v.verdict == "not-applicable" and "2 points match" in v.basis
 
 
-def test_jain_over_a_subset_of_flows():
+def test_jain_over_a_subset_of_flows_in_each_repetition():
     # under FCFS the two renos share alike between themselves, whatever the hog takes
     q = {"spec": "s4", "at": {"q": "pfifo"}, "flows": [0, 1], "metric": "jain"}
     v = evaluate(claim({"kind": "bound", "q": q, "op": ">=", "value": 0.9}), Archive({"s4": S4}))
-    assert v.values["q"]["mean"] == pytest.approx(0.81 / (2 * 0.41)) and v.verdict == "holds"
-    assert "means only" in v.basis
+    per_rep = [(a + b) ** 2 / (2 * (a * a + b * b)) for a, b in zip(around(0.5), around(0.4))]
+    assert v.values["q"]["mean"] == pytest.approx(sum(per_rep) / 3) and v.verdict == "holds"
     q["flows"] = [0, 2]
     assert evaluate(claim({"kind": "bound", "q": q, "op": ">=", "value": 0.9}), Archive({"s4": S4})).verdict == "fails"
 
 
-def test_without_an_interval_the_verdict_rests_on_means_and_says_so():
-    a = Archive({"x": [point(0, {}, {"goodput_bps": (5.0,)})]})
+def test_one_repetition_is_undecided_never_judged_on_its_mean():
+    a = Archive({"x": [point(0, {}, {"goodput_bps": [5.0]})]})
     v = evaluate(claim({"kind": "bound", "q": {"spec": "x"}, "op": ">", "value": 4}), a)
-    assert v.verdict == "holds" and "means only" in v.basis
+    assert v.verdict == "undecided" and "needs at least 2" in v.basis and v.judgement.needs == {"x#0": 1}
+
+
+def test_spoiled_repetitions_are_left_out_and_recorded():
+    p = point(0, {}, {"goodput_bps": [5.0, 5.1, 4.9, 0.1, 0.2, 0.3]}, [("reno", {"goodput_bps": [1.0] * 6})])
+    reps = p["repetitions"]
+    reps[3]["fidelity"] = {"verdict": "testbed-limited", "reasons": ["a CPU core was 99% busy"]}
+    reps[4]["kernel_fault"] = [{"flow": 0, "excluded_samples": 40, "samples": 500}]
+    reps[5]["cross_check"] = [{"flow": 0, "collector_vs_iperf3": -0.2}]
+    v = evaluate(claim({"kind": "bound", "q": {"spec": "x"}, "op": ">", "value": 4}), Archive({"x": [p]}))
+    assert v.verdict == "holds" and v.values["q"]["n"] == 3 and v.values["q"]["mean"] == pytest.approx(5.0)
+    reasons = {e["rep"]: e["reason"] for e in v.excluded}
+    assert set(reasons) == {3, 4, 5} and all(e["point"] == "x#0" for e in v.excluded)
+    assert reasons[3].startswith("fidelity testbed-limited") and reasons[4].startswith("kernel_fault")
+    assert reasons[5].startswith("collector disagreement")
+
+
+def test_looks_spend_alpha():
+    a = Archive({"s4": S4})
+    f0 = {"spec": "s4", "at": {"q": "fq"}, "flows": [2], "share": True}
+    test = {"kind": "bound", "q": f0, "op": ">", "value": 0.3}
+    first = evaluate(claim(test), a, look=1, design=Design(max_looks=3))
+    assert first.verdict == "undecided" and first.judgement.alpha_spent < 0.001   # O'Brien-Fleming: little early
+    assert evaluate(claim(test), a, look=1, design=Design(max_looks=1)).verdict == "holds"
 
 
 def test_same_trend_against_a_model_and_the_pause_gain():
-    pts = [point(i, {"rtt": r}, {"goodput_bps": (1.0, 0.1)},
-                 pause_gain={"percent": g, "ci95": [g - 2, g + 2], "ci_method": "runs"})
-           for i, (r, g) in enumerate([("1s", -10.0), ("2s", -3.0), ("4s", 5.0)])]
+    def with_baseline(i, rtt, g):
+        p = point(i, {"rtt": rtt}, {"goodput_bps": around(1 + g / 100, 0.005)})
+        p["without_pause"] = point(i, {"rtt": rtt}, {"goodput_bps": around(1.0, 0.005)})
+        return p
+    pts = [with_baseline(i, r, g) for i, (r, g) in enumerate([("1s", -10.0), ("2s", -3.0), ("4s", 5.0)])]
     model = {0: 1.0, 1: 4.0, 2: 11.0}
     a = Archive({"p": pts}, lambda spec, p: model[p["index"]])
     v = evaluate(claim({"kind": "same_trend", "along": "rtt", "a": {"spec": "p", "metric": "pause_gain"},
                         "b": {"spec": "p", "metric": "pause_model_gain"}}), a)
-    assert v.verdict == "holds" and v.basis.startswith("b rises")
+    assert v.verdict == "holds" and v.basis.startswith("b rises"), v
+    assert v.values["a"][0][1]["mean"] == pytest.approx(-10.0)
 
 
 def test_workload_records_are_read_per_flow_over_repetitions():
-    p = point(0, {}, {"goodput_bps": (1.0, 0.1)}, [("reno", {}), ("reno", {})])
-    p["repetitions"] = [{"interactive": [{"flow": 1, "latency_s": {"mean": m}}]} for m in (0.010, 0.012, 0.011)]
+    p = point(0, {}, {"goodput_bps": [1.0, 1.0, 1.0]}, [("reno", {}), ("reno", {})])
+    for rep, m in zip(p["repetitions"], (0.010, 0.012, 0.011)):
+        rep["interactive"] = [{"flow": 1, "latency_s": {"mean": m}}]
     v = evaluate(claim({"kind": "bound", "q": {"spec": "x", "flows": [1], "metric": "interactive.latency_s.mean"},
                         "op": "<", "value": 0.02}), Archive({"x": [p]}))
     assert v.verdict == "holds" and v.values["q"]["mean"] == pytest.approx(0.011)
@@ -147,6 +202,10 @@ def test_workload_records_are_read_per_flow_over_repetitions():
     {"kind": "trend", "q": {"spec": "x"}, "along": "a", "sign": "up"},
     {"kind": "nope"},
     {"kind": "bound", "q": {"spec": "x", "flows": "all"}, "op": ">", "value": 1},
+    {"kind": "bound", "q": {"spec": "x"}, "op": ">", "value": 1, "margin": "2x"},
+    {"kind": "compare", "a": {"spec": "x"}, "b": {"spec": "x"}, "op": ">", "margin": -1},
+    {"kind": "within", "q": {"spec": "x"}, "value": 1, "tol": 0.1, "margin": "2%"},
+    {"kind": "bound", "q": {"spec": "x"}, "op": ">", "value": 0, "margin": "2%"},
 ])
 def test_malformed_claims_are_refused(test):
     with pytest.raises(ValidationError):

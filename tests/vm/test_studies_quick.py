@@ -12,7 +12,7 @@ from ccrig.experiments.run.study import find, load
 
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
-VERDICTS = {"holds", "fails", "inconclusive", "not-applicable"}
+VERDICTS = {"holds", "fails", "no-difference", "undecided", "not-applicable"}
 
 
 def test_the_four_seed_studies_are_there():

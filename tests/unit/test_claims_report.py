@@ -1,0 +1,52 @@
+"""The claims table (analysis/report/study.py) from verdicts judged on repetitions: claims.json says when the
+study started, whether it was quick, which study.yaml it ran, its error rate and method, and every repetition
+left out with its reason; claims.md says the same to a reader."""
+import json
+
+from ccrig.analysis.claims import Claim
+from ccrig.analysis.report import study as study_report
+from ccrig.analysis.sequential import Design
+from ccrig.analysis.verdicts import Archive, evaluate
+
+
+def rep(r, goodput, **extra):
+    return {"rep": r, "fidelity": {"verdict": "ok", "reasons": []}, "system": {"goodput_bps": {"mean": goodput}},
+            "flows": [], **extra}
+
+
+def test_claims_json_records_the_run_the_error_rate_and_every_exclusion(tmp_path):
+    reps = [rep(0, 9.1e6), rep(1, 9.3e6), rep(2, 9.2e6),
+            rep(3, 5e6, fidelity={"verdict": "testbed-limited", "reasons": ["the sampler was late"]})]
+    archive = Archive({"one": [{"index": 0, "params": {}, "system": {"goodput_bps": {"mean": 8.2e6}}, "flows": [],
+                                "repetitions": reps}]})
+    claims = [Claim.model_validate({"id": "fills", "paper": "fills the link", "test": {
+                  "kind": "bound", "q": {"spec": "one"}, "op": ">", "value": 8.5e6}}),
+              Claim.model_validate({"id": "same", "paper": "as the model says", "test": {
+                  "kind": "bound", "q": {"spec": "one"}, "op": ">", "value": 9.2e6, "margin": "5%"}})]
+    design = Design(max_looks=1)
+    results = [evaluate(c, archive, 1, design).to_dict() for c in claims]
+    state = {"started": "2026-11-25T12:00:00+00:00", "quick": False, "study_sha256": "ab" * 32,
+             "specs": {"one": {"answers": "Fig. 1", "status": "done", "run_dir": None, "sha256": "cd" * 32}}}
+    md = study_report.write(tmp_path, {"name": "mini", "title": "a study"}, state, results, False,
+                            design.describe()).read_text()
+    out = json.loads((tmp_path / "claims.json").read_text())
+    assert out["started"] == state["started"] and out["quick"] is False and out["study_sha256"] == "ab" * 32
+    assert out["error_rate"]["alpha"] == 0.05 and "Bonferroni over looks" in out["error_rate"]["method"]
+    assert out["counts"] == {"holds": 1, "fails": 0, "no-difference": 1, "undecided": 0, "not-applicable": 0}
+    fills = out["claims"][0]
+    assert fills["verdict"] == "holds" and fills["values"]["q"]["n"] == 3
+    assert fills["interval"][0] > 0.3e6 and fills["level"] == 0.95
+    # the spoiled repetition: once for the study, with its reason, and in each claim that read it
+    assert out["excluded"] == [{"point": "one#0", "rep": 3,
+                                "reason": "fidelity testbed-limited: the sampler was late"}]
+    assert all(c["excluded"] == out["excluded"] for c in out["claims"])
+    assert "error rate: per claim: P(holds or fails | no true difference) <= 0.05" in md
+    assert "| fills | one#0 | 3 | fidelity testbed-limited: the sampler was late |" in md
+    assert "| same | as the model says |" in md and "| no difference |" in md
+    assert "study.yaml changed" not in md
+    # judged by a study.yaml other than the one the run began with: said, not hidden
+    state["judged_study_sha256"] = "ef" * 32
+    md = study_report.write(tmp_path, {"name": "mini", "title": "a study"}, state, results, False,
+                            design.describe()).read_text()
+    assert "**study.yaml changed since the run started**" in md
+    assert json.loads((tmp_path / "claims.json").read_text())["judged_study_sha256"] == "ef" * 32
