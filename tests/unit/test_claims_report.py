@@ -1,10 +1,10 @@
-"""The claims table (analysis/report/study.py) from verdicts judged on repetitions: claims.json says when the
+"""The claims table (experiments/report/study.py) from verdicts judged on repetitions: claims.json says when the
 study started, whether it was quick, which study.yaml it ran, its error rate and method, and every repetition
 left out with its reason; claims.md says the same to a reader."""
 import json
 
 from ccrig.analysis.claims import Claim
-from ccrig.analysis.report import study as study_report
+from ccrig.experiments.report import study as study_report
 from ccrig.analysis.sequential import Design
 from ccrig.analysis.verdicts import Archive, evaluate
 
