@@ -35,7 +35,7 @@ from ccrig.needs import Need
 from ccrig.qdiscs.shaper import LEAF
 from ccrig.samples import Sample
 from ccrig.tcp_modules.manager import CcSet, RemoteSystem
-from ccrig.topologies import loss, testbeds
+from ccrig.topologies import delayline, loss, testbeds
 from ccrig.topologies.testbed import Testbed
 from ccrig.topologies.testbeds.hosts import NodeConnections
 from . import fidelity, pause_run, schedule, signals, summary
@@ -45,7 +45,7 @@ from .backfill import LOG_NAME
 from .collectors import FlowSampler, QdiscReader, ReceiverLog, machine_samplers
 from .events.conditions import LinkConditions
 from .inside import SYSTEM_COLUMNS as QUEUE_COLUMNS, Inside
-from .preflight import needs, netem_here
+from .preflight import delay_via, needs, netem_here
 from .sender_tcp import SenderTcp
 from .progress import NoBar, progress
 from .sinks import Sinks, interval_samples, link_drop_samples, point_samples, source_samples
@@ -303,7 +303,11 @@ class Runner:
                  for i, f in enumerate(exp.flow_list())]
         # issue 15: loss the BPF program realises (no netem here) is taken off the links the testbed builds
         self.links = LinkConditions(exp, topo, netem_here(exp, self.commands, self.opt.prefix))
-        self.testbed = make_testbed(exp, self.links.realised, self.commands, self.opt.prefix)
+        # added delay: netem, or a delay line the testbed puts on each delayed link (topologies/delayline)
+        via = delay_via(exp, self.commands, self.opt.prefix)[0]
+        built, lines = delayline.plan(self.links.realised, via == "line")
+        self.testbed = make_testbed(exp, built, self.commands, self.opt.prefix)
+        self.testbed.lines = lines
         try:
             self.testbed.up()
             # issue 15: BPF drop points, the events' log, the senders' TCP settings (recorded for each point)
@@ -312,7 +316,8 @@ class Runner:
             tcp = self.sender_tcp.apply()
             if rep == 0:
                 self.env.setdefault("sender_tcp", {})[str(point.index)] = tcp
-                self.env.setdefault("links", {})[str(point.index)] = self.links.describe()
+                self.env.setdefault("links", {})[str(point.index)] = {**self.links.describe(),
+                                                                      "delay": delayline.describe(topo, via)}
                 self.archive.write_json("env.json", self.env)
             self.pause = pause_run.PauseRun.of(exp, topo, self.testbed, self.commands, out)
             if self.pause is not None:
@@ -440,6 +445,7 @@ class Runner:
                 s.stop()
         tables.trace(flows, sampler_of)
         results = self.traffic.results()
+        lines = self.testbed.stop_lines()   # each delay line's counters: how late its frames left
         checks = summary.cross_check(flows, sampler_of, results)
         inside = self.inside.stop(flows, sampler_of) if self.inside is not None else {}
         self.inside = None
@@ -451,6 +457,7 @@ class Runner:
         entry["warnings"] = summary.trace_warnings(flows, sampler_of)
         entry["kernel_fault"] = summary.kernel_faults(flows, sampler_of)   # issue 16: samples law checks leave out
         entry["fidelity"] = monitor.verdict(self.samplers, TRACE_PERIOD)   # issue 17
+        fidelity.judge_delay(entry["fidelity"], entry, topo, flows, lines)   # the delay the run had, measured
         entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time
         self.sinks.publish(source_samples(labels, entry, flows, time.time()))   # the packet sources' own numbers
         entry.update(inside)

@@ -23,10 +23,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/if_packet.h>
+#include <linux/virtio_net.h>
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +58,7 @@ struct ring {
 	uint32_t cap, slot_bytes, head, count;
 	uint64_t *arrival, *due;
 	uint32_t *len;
+	struct virtio_net_hdr *vh;   /* the frame's offload state (a checksum left to finish) */
 	unsigned char *buf;
 };
 
@@ -153,7 +154,7 @@ static uint64_t arrival_of(struct msghdr *h, uint64_t mono, uint64_t offset, str
 static void receive(int fd, struct ring *r, const struct mode *m, struct stats *s)
 {
 	struct mmsghdr msgs[BATCH];
-	struct iovec iov[BATCH];
+	struct iovec iov[BATCH][2];
 	char ctl[BATCH][CMSG_SPACE(sizeof(struct timespec)) + 64];
 	for (;;) {
 		uint32_t room = r->cap - r->count, n = room < BATCH ? room : BATCH;
@@ -162,8 +163,9 @@ static void receive(int fd, struct ring *r, const struct mode *m, struct stats *
 		uint32_t tail = (r->head + r->count) % r->cap;
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t k = (tail + i) % r->cap;
-			iov[i] = (struct iovec){r->buf + (size_t)k * r->slot_bytes, r->slot_bytes};
-			msgs[i].msg_hdr = (struct msghdr){.msg_iov = &iov[i], .msg_iovlen = 1, .msg_control = ctl[i],
+			iov[i][0] = (struct iovec){&r->vh[k], sizeof(r->vh[k])};
+			iov[i][1] = (struct iovec){r->buf + (size_t)k * r->slot_bytes, r->slot_bytes};
+			msgs[i].msg_hdr = (struct msghdr){.msg_iov = iov[i], .msg_iovlen = 2, .msg_control = ctl[i],
 							  .msg_controllen = sizeof(ctl[i])};
 		}
 		int got = recvmmsg(fd, msgs, n, MSG_DONTWAIT, NULL);
@@ -177,14 +179,17 @@ static void receive(int fd, struct ring *r, const struct mode *m, struct stats *
 				continue;
 			}
 			uint32_t k = (r->head + r->count) % r->cap;
-			if (k != (tail + i) % r->cap)   /* an earlier frame of the batch was dropped: move it down */
-				memmove(r->buf + (size_t)k * r->slot_bytes, iov[i].iov_base, msgs[i].msg_len);
+			uint32_t len = msgs[i].msg_len - (uint32_t)sizeof(struct virtio_net_hdr);
+			if (k != (tail + i) % r->cap) {   /* an earlier frame of the batch was dropped: move it down */
+				memmove(r->buf + (size_t)k * r->slot_bytes, iov[i][1].iov_base, len);
+				r->vh[k] = *(struct virtio_net_hdr *)iov[i][0].iov_base;
+			}
 			uint64_t a = arrival_of(&msgs[i].msg_hdr, mono, offset, s);
 			uint64_t due = m->due(m, a);
 			r->arrival[k] = a;
 			r->due[k] = due > last ? due : last;   /* in order, whatever the stamps of two frames say */
 			last = r->due[k];
-			r->len[k] = msgs[i].msg_len;
+			r->len[k] = len;
 			r->count++;
 		}
 		if ((uint32_t)got < n)
@@ -215,14 +220,15 @@ static void account(struct stats *s, uint64_t hold, uint64_t delay, uint32_t len
 static void release(int fd, struct ring *r, const struct mode *m, struct stats *s)
 {
 	struct mmsghdr msgs[BATCH];
-	struct iovec iov[BATCH];
+	struct iovec iov[BATCH][2];
 	for (;;) {
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		uint32_t n = 0;
 		while (n < BATCH && n < r->count && r->due[(r->head + n) % r->cap] <= now) {
 			uint32_t k = (r->head + n) % r->cap;
-			iov[n] = (struct iovec){r->buf + (size_t)k * r->slot_bytes, r->len[k]};
-			msgs[n].msg_hdr = (struct msghdr){.msg_iov = &iov[n], .msg_iovlen = 1};
+			iov[n][0] = (struct iovec){&r->vh[k], sizeof(r->vh[k])};
+			iov[n][1] = (struct iovec){r->buf + (size_t)k * r->slot_bytes, r->len[k]};
+			msgs[n].msg_hdr = (struct msghdr){.msg_iov = iov[n], .msg_iovlen = 2};
 			n++;
 		}
 		if (n == 0)
@@ -253,9 +259,18 @@ static void socket_drops(int fd, struct stats *s)
 }
 
 /* How late clock_nanosleep returns here (a smoothed estimate, ns): the line sleeps that much less and spins the
- * rest, so the release is late by the spin's exit and a sendmmsg, not by a wake-up (60-120 us on this VM). */
+ * rest, so the release is late by the spin's exit and a sendmmsg rather than by a wake-up (60-120 us on this VM).
+ * The spin only ever follows a sleep and is capped (LAG_MAX_NS): when frames are due closer together than the lag
+ * (high rates) the line sleeps to the next one and sends what is due by then as one batch, so its CPU stays bounded
+ * and it never busy-polls a core another process needs. */
 static uint64_t wake_lag = 20000;
-#define SPIN_MAX_NS 2000000ULL
+#define LAG_MAX_NS 100000ULL
+
+static void sleep_until(uint64_t t)
+{
+	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ULL), .tv_nsec = (long)(t % 1000000000ULL)};
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+}
 
 static void wait_next(int fd, const struct ring *r)
 {
@@ -268,20 +283,16 @@ static void wait_next(int fd, const struct ring *r)
 	if (due <= now)
 		return;
 	uint64_t until = due < now + NAP_NS ? due : now + NAP_NS;
-	if (until > now + wake_lag) {
-		uint64_t target = until - wake_lag;
-		struct timespec t = {.tv_sec = (time_t)(target / 1000000000ULL),
-				     .tv_nsec = (long)(target % 1000000000ULL)};
-		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL);
-		now = now_ns(CLOCK_MONOTONIC);
-		uint64_t lag = now > target ? now - target : 0;
-		if (lag > SPIN_MAX_NS)
-			lag = SPIN_MAX_NS;   /* a preemption, not the timer: the estimate must not run away */
-		wake_lag = (wake_lag * 7 + lag) / 8;
+	if (until <= now + wake_lag) {
+		sleep_until(until);
+		return;
 	}
-	if (until != due)
-		return;   /* a nap to read the socket, nothing is due yet */
-	while (now < due && !stop)
+	uint64_t target = until - wake_lag;
+	sleep_until(target);
+	now = now_ns(CLOCK_MONOTONIC);
+	uint64_t lag = now > target ? now - target : 0;
+	wake_lag = (wake_lag * 7 + (lag < LAG_MAX_NS ? lag : LAG_MAX_NS)) / 8;
+	while (until == due && now < due && !stop)
 		now = now_ns(CLOCK_MONOTONIC);
 }
 
@@ -290,12 +301,9 @@ static void setup_process(void)
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	/* the release's wake-up is the line's only error: no timer slack, and (where allowed) a real-time priority,
-	 * as netem's timers run in softirq above every task. Sleeping most of the time, it cannot starve the machine,
-	 * and the kernel's RT throttling bounds it regardless. */
+	/* the release's wake-up is the line's only error: no timer slack. No real-time priority: on a shared machine a
+	 * spinning real-time line starves the run's own sampler (seen here), and the spin above makes up for it. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	struct sched_param sp = {.sched_priority = 10};
-	sched_setscheduler(0, SCHED_FIFO, &sp);
 }
 
 int main(int argc, char **argv)
@@ -313,6 +321,7 @@ int main(int argc, char **argv)
 	r.arrival = map((size_t)r.cap * 8);
 	r.due = map((size_t)r.cap * 8);
 	r.len = map((size_t)r.cap * 4);
+	r.vh = map((size_t)r.cap * sizeof(struct virtio_net_hdr));
 	r.buf = map((size_t)r.cap * r.slot_bytes);
 	struct stats *s = calloc(1, sizeof(*s));
 	setup_process();
@@ -326,6 +335,13 @@ int main(int argc, char **argv)
 	}
 	int one = 1, big = 64 << 20;
 	setsockopt(rx, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
+	/* a sender's checksum is often left to offload (CHECKSUM_PARTIAL): the virtio header carries where it goes, so
+	 * the frame leaves as it came and the checksum is finished where the kernel would have finished it */
+	if (setsockopt(rx, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) < 0 ||
+	    setsockopt(tx, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) < 0) {
+		perror("delayline: PACKET_VNET_HDR");
+		return 1;
+	}
 	setsockopt(rx, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
 	setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
 	setsockopt(tx, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
