@@ -67,8 +67,8 @@ def check_room(path: str, one_way_s: float, rate, wire_bytes: int, mtu: int) -> 
     room = room_packets(mtu)
     if need > room:
         most = (room - 64) / 1.1 / pps
-        raise field_error(path, f"{2 * one_way_s:g}s", f"an RTT of at most {2 * most:g}s at {rate}: a delay line "
-                                                      f"holds {room} packets of {mtu}-byte MTU per direction")
+        raise field_error(path, f"{2 * one_way_s:g}s", f"an RTT of at most {2 * most:.3g}s at "
+                                                      f"{rate.bps(wire_bytes) / 1e6:g} Mbit/s: a delay line holds {room} packets of {mtu}-byte MTU per direction")
 
 
 @dataclass(frozen=True)
