@@ -86,3 +86,10 @@ def test_fidelity_holds_each_line_to_its_delay():
     assert "delay line r2->d1: its frames left 0.500 ms late" in late["reasons"][0]
     assert judge([0.1001, 0.1001], {"r2->d1": {**good, "lost": 2}})["verdict"] == "testbed-limited"
     assert judge([0.1001, 0.1001], {"r2->d1": {"error": "no counters"}})["verdict"] == "testbed-limited"
+
+
+def test_a_lines_ring_is_twice_its_bandwidth_delay_product_within_the_room():
+    topo = spec({"rtt": "100ms", "bottleneck": {"rate": "1gbit", "buffer": "100pkt"}}).topology.build(1)
+    assert delayline.slots_for(0.05, topo) == int(2 * 0.05 * 1e9 / (8 * 1514) + 1024)   # 9280
+    assert delayline.slots_for(0.001, topo) == 4096
+    assert delayline.slots_for(30.0, topo) == delayline.room_packets(1500)

@@ -56,6 +56,18 @@ def room_packets(mtu: int) -> int:
     return ROOM_BYTES // slot_bytes(mtu)
 
 
+def slots_for(delay_s: float, topology: Topology) -> int:
+    """A line's ring: twice the bandwidth-delay product at the topology's fastest shaped rate (what can feed it at
+    most; the spec's check_room saw to it that this fits), at least 4096, at most the room. The ring wraps through
+    every slot it has, so a ring of the whole room would end up resident (a gigabyte) at any rate."""
+    rates = [e.rate.bps(topology.wire) for l in topology.links for e in (l.a_to_b, l.b_to_a) if e.rate is not None]
+    room = room_packets(topology.mtu)
+    if not rates:
+        return room
+    need = 2 * delay_s * max(rates) / (8.0 * topology.wire) + 1024
+    return int(min(room, max(4096, need)))
+
+
 def check_room(path: str, one_way_s: float, rate, wire_bytes: int, mtu: int) -> None:
     """Refuses a one-way delay whose bandwidth-delay product at `rate` (the fastest a link can feed the line) would
     not fit a line (with 10 % to spare). netem's limit (topologies/links.py) is larger, but one rule for both keeps a
@@ -184,7 +196,7 @@ def summarise(stats: dict) -> dict:
     out = {k: stats.get(k) for k in ("delay_ns", "packets", "bytes", "socket_drops", "dropped_oversize",
                                       "stamp_fallback", "send_errors", "early")}
     out.update(hold_min_s=stats.get("hold_min_ns", 0) * 1e-9, hold_max_s=stats.get("hold_max_ns", 0) * 1e-9,
-               hold_mean_s=stats.get("hold_sum_ns", 0) * 1e-9 / n if n else None,
+               hold_mean_s=stats.get("hold_sum_ns", 0) * 1e-9 / n if n else None, cpu_s=stats.get("cpu_ns", 0) * 1e-9,
                late_p50_s=late_quantile(stats, 0.5), late_p99_s=late_quantile(stats, 0.99),
                lost=stats.get("socket_drops", 0) + stats.get("dropped_oversize", 0) + stats.get("send_errors", 0))
     return out

@@ -19,7 +19,7 @@ from pathlib import Path
 from ccrig.commands import Commands, batch_text
 from ccrig.errors import RunError
 from ccrig.procs import stop_group, wait_for_line
-from . import Line, build, room_packets, slot_bytes, summarise
+from . import Line, build, slot_bytes, slots_for, summarise
 
 READY_TIMEOUT_S = 20.0
 
@@ -64,8 +64,8 @@ def setup_steps(line: Line, ns_line: str, enter: list[str]) -> list[tuple[list[s
 class LineProcesses:
     """The delayline processes of one testbed, started after its links are up and stopped before they go."""
 
-    def __init__(self, commands: Commands, lines: list[Line], ns_of_line, mtu: int):
-        self.commands, self.lines, self.ns_of_line, self.mtu = commands, lines, ns_of_line, mtu
+    def __init__(self, commands: Commands, lines: list[Line], ns_of_line, topology):
+        self.commands, self.lines, self.ns_of_line, self.topology = commands, lines, ns_of_line, topology
         self.procs: list[tuple[str, subprocess.Popen, Path]] = []
 
     def start(self) -> None:
@@ -77,8 +77,8 @@ class LineProcesses:
             for src, dst, delay in line.directions():
                 into, out = ("eth0", "eth1") if src == line.a else ("eth1", "eth0")
                 path = d / f"{src}-{dst}.json"
-                argv = [str(exe), into, out, str(round(delay * 1e9)), str(room_packets(self.mtu)),
-                        str(slot_bytes(self.mtu)), str(path)]
+                argv = [str(exe), into, out, str(round(delay * 1e9)), str(slots_for(delay, self.topology)),
+                        str(slot_bytes(self.topology.mtu)), str(path)]
                 proc = self.commands.popen(argv, ns=ns, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                 self.procs.append((f"{src}->{dst}", proc, path))
                 said = wait_for_line(proc, proc.stdout, "ready", READY_TIMEOUT_S)

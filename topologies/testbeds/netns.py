@@ -107,7 +107,7 @@ class NetnsTestbed(Testbed):
             steps += setup_steps(line, self.line_ns(line), ["nsenter", f"--net={NETNS_DIR / self.line_ns(line)}"])
         c.script(steps)
         if self.lines:
-            self._line_procs = LineProcesses(c, self.lines, self.line_ns, topo.mtu)
+            self._line_procs = LineProcesses(c, self.lines, self.line_ns, topo)
             self._line_procs.start()
 
     def stop_lines(self) -> dict[str, dict]:
