@@ -93,3 +93,13 @@ def test_a_lines_ring_is_twice_its_bandwidth_delay_product_within_the_room():
     assert delayline.slots_for(0.05, topo) == int(2 * 0.05 * 1e9 / (8 * 1514) + 1024)   # 9280
     assert delayline.slots_for(0.001, topo) == 4096
     assert delayline.slots_for(30.0, topo) == delayline.room_packets(1500)
+
+
+def test_tcp_buffer_raises_autotunings_ceiling_on_sender_and_receiver():
+    from ccrig.experiments.sender_tcp import SenderTcp
+    exp = validate({"name": "b", "duration": "10s", "flows": [{"cc": "cubic", "tcp": {"buffer": "64mb"}}],
+                    "topology": {"name": "dumbbell", "bottleneck": {"rate": "1gbit", "buffer": "100pkt"}}}, "s.yaml")
+    plan = SenderTcp(None, [(0, exp.flows[0], "s1", "d1")])
+    assert plan.sysctls == {"s1": {"net.ipv4.tcp_rmem": "4096 131072 64000000",
+                                   "net.ipv4.tcp_wmem": "4096 16384 64000000"},
+                            "d1": {"net.ipv4.tcp_rmem": "4096 131072 64000000"}}
