@@ -103,3 +103,12 @@ def test_tcp_buffer_raises_autotunings_ceiling_on_sender_and_receiver():
     assert plan.sysctls == {"s1": {"net.ipv4.tcp_rmem": "4096 131072 64000000",
                                    "net.ipv4.tcp_wmem": "4096 16384 64000000"},
                             "d1": {"net.ipv4.tcp_rmem": "4096 131072 64000000"}}
+
+
+def test_preflight_takes_via_as_given_and_a_lined_topology_needs_no_netem():
+    from ccrig.experiments.preflight import delay_via, qdisc_kinds
+    exp = spec({"rtt": "20ms"}, delay={"via": "line"})
+    assert delay_via(exp, None, "x") == ("line", "the spec asks for it (delay.via: line)")
+    topo = exp.topology.build(exp.n_flows)
+    assert "netem" in qdisc_kinds(topo)["r2"]
+    assert all("netem" not in kinds for kinds in qdisc_kinds(delayline.plan(topo, True)[0]).values())
