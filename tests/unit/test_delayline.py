@@ -84,6 +84,9 @@ def test_fidelity_holds_each_line_to_its_delay():
     assert judge([0.1001, 0.1001], {"r2->d1": good})["verdict"] == "ok"
     late = judge([0.1001, 0.1001], {"r2->d1": {**good, "late_p50_s": 0.5e-3}})
     assert "delay line r2->d1: its frames left 0.500 ms late" in late["reasons"][0]
+    assert judge([0.1001, 0.1001], {"r2->d1": {**good, "late_p99_s": 1.5e-3}})["verdict"] == "ok"
+    tail = judge([0.1001, 0.1001], {"r2->d1": {**good, "late_p99_s": 0.02}})
+    assert "left 20.000 ms late or more (p99)" in tail["reasons"][0]
     assert judge([0.1001, 0.1001], {"r2->d1": {**good, "lost": 2}})["verdict"] == "testbed-limited"
     assert judge([0.1001, 0.1001], {"r2->d1": {"error": "no counters"}})["verdict"] == "testbed-limited"
 
