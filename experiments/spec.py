@@ -30,6 +30,7 @@ from ccrig.tcp_modules.spec import CcField, cc_key
 from ccrig import qdiscs, topologies
 from ccrig.topologies import testbeds, topology_union
 from ccrig.topologies.named.dumbbell import MAX_PAIRS
+from ccrig.topologies.delayline import DelaySpec
 from ccrig.errors import InputError
 from ccrig.fields import MAX_FLOWS, FlowCount, TimeField
 from ccrig.experiments import events, workloads
@@ -111,6 +112,9 @@ class _Experiment(BaseModel):
     # the seed of the randomised order of (point, repetition) pairs; none: derived from the run's name
     # and recorded in summary.json (a resumed run reuses it)
     seed: int | None = Field(None, ge=0, le=2**63 - 1)
+    # how added delay is made: netem, or a delay line on kernels without it (topologies/delayline/); auto: netem
+    # where the kernel has it
+    delay: DelaySpec = DelaySpec()
 
     @field_validator("testbed")
     @classmethod
@@ -143,6 +147,14 @@ class _Experiment(BaseModel):
             able = " or ".join(k for k, t in testbeds.available().items() if t.gso)
             raise ValueError(f"topology.gso: got true on testbed {self.testbed!r}; expected testbed {able} (the "
                              f"others send wire packets on every hop), or gso: false")
+        return self
+
+    @model_validator(mode="after")
+    def _delay_line(self):
+        if self.delay.via == "line" and self.testbed != "auto" and not testbeds.get(self.testbed).delay_lines:
+            able = " or ".join(k for k, t in testbeds.available().items() if t.delay_lines)
+            raise ValueError(f"delay.via: got 'line' on testbed {self.testbed!r}; expected testbed {able} (the "
+                             f"others make delay with netem alone), or via: netem or auto")
         return self
 
     @model_validator(mode="after")

@@ -44,6 +44,9 @@ class Testbed(ABC):
     # popen() returns the process itself, so a signal sent to its pid reaches the command (not so when it is a
     # local ssh client standing for a remote one): the workloads may start senders early and signal them to go
     signals_reach_popen = False
+    # it puts a delay line (topologies/delayline) on each delayed link when the run asks for one (`delay: {via:
+    # line}`, or auto on a kernel without netem); the others make delay with netem alone and refuse the line
+    delay_lines: ClassVar[bool] = False
 
     def __init__(self, topology: Topology, commands: Commands, prefix: str, options: BaseModel | None = None):
         self.topology = topology
@@ -52,6 +55,8 @@ class Testbed(ABC):
         self.prefix = prefix
         # the spec's section for this testbed (an instance of `options`), or its defaults
         self.settings = options if options is not None else (self.options() if self.options else None)
+        # the delay lines up() puts in the topology (topologies/delayline.Line), set by the runner before up()
+        self.lines: list = []
 
     @classmethod
     def needs(cls, experiment) -> list[Need]:
@@ -83,6 +88,11 @@ class Testbed(ABC):
                          "offload": offloads.get(i.name, {})}
                 for i in ifs}
         return out
+
+    def stop_lines(self) -> dict[str, dict]:
+        """Stops the delay lines and returns each direction's counters (topologies/delayline.summarise); {} where
+        there are none. down() stops them too."""
+        return {}
 
     def node(self, name: str) -> Node:
         """The node as a place to run commands (ccrig.commands.Node), for code that acts on one node."""

@@ -170,3 +170,67 @@ def point_verdict(reps: list[dict]) -> dict:
     reasons = [f"repetition {i}: {r}" if len(reps) > 1 else r
                for i, rep in enumerate(reps) for r in rep.get("fidelity", {}).get("reasons", [])]
     return {"verdict": "testbed-limited" if reasons else "ok", "reasons": reasons}
+
+
+# the added delay a run had, measured: TCP's own min RTT against the path's configured RTT, and each delay line's
+# own stamps (how late its frames left); the issue's bound for both
+DELAY_TOL_S = 0.2e-3
+# and a line's tail: a hundredth of its frames held 2 ms (ten times the median's bound) too long is a delay with
+# jitter the spec never asked for, seen where the machine runs out of CPU (a line 20 ms late at p99 at 1 Gbit/s)
+LATE_P99_OK_S = 2e-3
+
+
+def configured_rtt(topology, sender: str, receiver: str) -> float:
+    """The propagation RTT the topology adds between two hosts: every egress delay on the path there and back."""
+    hops = topology.path(sender, receiver) + topology.path(receiver, sender)
+    return sum(topology.egress_of(a, b).egress.delay for a, b in hops)
+
+
+def _transmission(topology, sender: str, receiver: str) -> float:
+    """One full-size packet's transmission time at the slowest shaped egress on the data path (0: none)."""
+    rates = [topology.egress_of(a, b).egress.rate for a, b in topology.path(sender, receiver)]
+    bps = [r.bps(topology.wire) for r in rates if r is not None]
+    return 8.0 * topology.wire / min(bps) if bps else 0.0
+
+
+def judge_delay(fid: dict, entry: dict, topology, flows, lines: dict[str, dict]) -> None:
+    """Adds `delay` to a repetition's fidelity verdict and turns it testbed-limited when the realised delay is off:
+    - each TCP flow on a path with added delay: its min RTT (a handshake's or a data packet's, whichever was least)
+      must lie between the configured RTT and that plus one packet's transmission, DELAY_TOL_S either side; a flow
+      that started late may have met a standing queue, so only the lower bound holds for it;
+    - each delay line (`lines`, topologies/delayline.summarise): its frames' median lateness within DELAY_TOL_S, their
+      p99 within LATE_P99_OK_S, none sent early, none lost."""
+    mins = {f["flow"]: (f.get("min_rtt_s") or {}).get("mean") for f in entry.get("flows", [])}
+    checked, why = [], fid["reasons"]
+    for f in flows:
+        rtt = configured_rtt(topology, f.sender, f.receiver)
+        m = mins.get(f.index)
+        if rtt <= 0 or m is None or not f.workload.tcp_info:
+            continue
+        high = rtt + _transmission(topology, f.sender, f.receiver) + DELAY_TOL_S if f.start == 0 else None
+        ok = m >= rtt - DELAY_TOL_S and (high is None or m <= high)
+        checked.append({"flow": f.index, "configured_rtt_s": rtt, "min_rtt_s": m, "ok": ok,
+                        "bounds_s": [rtt - DELAY_TOL_S, high]})
+        if not ok:
+            why.append(f"flow {f.index}: min RTT {m * 1e3:.3f} ms against a configured RTT of {rtt * 1e3:.3f} ms "
+                       f"(expected {(rtt - DELAY_TOL_S) * 1e3:.3f}" +
+                       (f" to {high * 1e3:.3f} ms)" if high is not None else " ms or more)") +
+                       ": the added delay was not what the spec asked")
+    for name, d in lines.items():
+        if "error" in d:
+            why.append(f"delay line {name}: {d['error']}")
+            continue
+        late = d.get("late_p50_s")
+        if late is not None and late > DELAY_TOL_S:
+            why.append(f"delay line {name}: its frames left {late * 1e3:.3f} ms late (median), more than "
+                       f"{DELAY_TOL_S * 1e3:g} ms")
+        tail = d.get("late_p99_s")
+        if tail is not None and tail > LATE_P99_OK_S:
+            why.append(f"delay line {name}: a hundredth of its frames left {tail * 1e3:.3f} ms late or more (p99), "
+                       f"more than {LATE_P99_OK_S * 1e3:g} ms")
+        if d.get("early") or d.get("lost"):
+            why.append(f"delay line {name}: {d.get('early', 0)} frames sent early, {d.get('lost', 0)} lost")
+    if checked or lines:
+        fid["delay"] = {"tolerance_s": DELAY_TOL_S, "flows": checked, "lines": lines}
+    if why:
+        fid["verdict"] = "testbed-limited"

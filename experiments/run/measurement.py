@@ -239,6 +239,7 @@ class Measurement:
     def _record(self) -> dict:
         exp, unit, flows = self.exp, self.unit, self.flows
         results = self.traffic.results()
+        lines = self.bed.stop_lines()   # each delay line's counters: how late its frames left
         checks = summary.cross_check(flows, self.sampler_of, results)
         inside = self.inside.stop(flows, self.sampler_of) if self.inside is not None else {}
         a, b = exp.warmup * exp.interval, exp.n_intervals * exp.interval
@@ -253,6 +254,7 @@ class Measurement:
         entry["warnings"] = summary.trace_warnings(flows, self.sampler_of)
         entry["kernel_fault"] = summary.kernel_faults(flows, self.sampler_of)   # samples law checks leave out
         entry["fidelity"] = self.monitor.verdict(self.samplers, TRACE_PERIOD)
+        fidelity.judge_delay(entry["fidelity"], entry, self.topo, flows, lines)   # the delay it had, measured
         entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time
         self.lent.publish(source_samples(self.labels, entry, flows, time.time()))   # the sources' own numbers
         entry.update(inside)

@@ -18,6 +18,7 @@ from ccrig.topologies.links import egress_argv
 from ccrig.topologies.pause import chain_plan
 from ccrig.experiments.run.pause_run import applies, needs as pause_needs, testbed_class
 from ccrig.topologies.loss import program as loss_program
+from ccrig.topologies import delayline
 from ccrig.qdiscs import sojourn
 from ccrig.experiments import events
 from ccrig.experiments.events.conditions import LinkConditions
@@ -39,7 +40,10 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     kinds: dict[str, str] = {}
     for p in points:
         bpf_loss = not netem_here(p.experiment, commands, prefix)
-        for by_kind in qdisc_kinds(p.experiment.topology.build(p.experiment.n_flows), bpf_loss).values():
+        # where a delay line makes the delay, its links need no netem for it
+        built = delayline.plan(p.experiment.topology.build(p.experiment.n_flows),
+                               delay_via(p.experiment, commands, prefix)[0] == "line")[0]
+        for by_kind in qdisc_kinds(built, bpf_loss).values():
             for kind, by in by_kind.items():
                 kinds.setdefault(kind, by)
     # every link's tc argv is rendered now, so a discipline whose parameters do not fit its link (a RED
@@ -70,6 +74,7 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
         out += [Need("TCP congestion control", "flows[].cc", False, why) for why in problems]
     out += pause_needs(points, commands, prefix)
     out += link_conditions(points, commands, prefix)
+    out += delay_needs(points, commands, prefix)
     out += _remote(points, commands, prefix)
     # one line per distinct need
     seen, unique = set(), []
@@ -97,6 +102,46 @@ def netem_here(exp, commands: Commands, prefix: str) -> bool:
     if bed.remote or bed.elsewhere or os.geteuid() != 0 or not shutil.which("tc"):
         return True
     return "netem" in probe.available(commands, prefix)
+
+
+def delay_via(exp, commands: Commands, prefix: str) -> tuple[str, str]:
+    """How the spec's added delay is made, netem or line (topologies/delayline), and why: `delay.via` as given, or
+    for auto netem where this kernel has it (a testbed that runs elsewhere or on other hosts: theirs), else the line."""
+    via = exp.delay.via
+    if via != "auto":
+        return via, f"the spec asks for it (delay.via: {via})"
+    bed = testbed_class(exp)
+    if bed.remote or bed.elsewhere:
+        return "netem", f"the {bed.kind} testbed's kernels make it (delay.via: auto)"
+    if netem_here(exp, commands, prefix):
+        return "netem", f"kernel {platform.release()} has sch_netem (delay.via: auto)"
+    return "line", f"kernel {platform.release()} has no sch_netem (delay.via: auto)"
+
+
+def delay_needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
+    """What makes each point's added delay and why; for the delay line, a testbed that has it, the compiler to
+    build it, and no event that would change the delay (the line's is fixed for the run)."""
+    out: list[Need] = []
+    for p in points:
+        exp = p.experiment
+        if not delayline.has_delay(exp.topology.build(exp.n_flows)):
+            continue
+        via, why = delay_via(exp, commands, prefix)
+        out.append(Need(f"added delay made by {'a delay line (topologies/delayline)' if via == 'line' else via}: "
+                        f"{why}", "topology.rtt", True))
+        if via != "line":
+            continue
+        bed = testbed_class(exp)
+        if not bed.delay_lines:
+            out.append(Need(f"a delay line on the {bed.kind} testbed", "topology.rtt", False,
+                            f"kernel {platform.release()} has no sch_netem and the {bed.kind} testbed makes delay "
+                            f"with netem alone: use testbed netns, or a kernel with sch_netem"))
+        why_not = delayline.why_not()
+        out.append(Need("the delay line's program (gcc)", "topology.rtt", not why_not, "; ".join(why_not)))
+        if any(e.kind == "delay" for e in getattr(exp, "events", [])):
+            out.append(Need("a delay event on a delay line", "events", False, "a delay change needs netem (the "
+                            "line's delay is fixed for the run): use delay.via netem on a kernel with sch_netem"))
+    return out
 
 
 def qdisc_kinds(topo, bpf_loss: bool = False) -> dict[str, dict[str, str]]:

@@ -24,13 +24,13 @@ from typing import Callable
 
 from ccrig.commands import Commands
 from ccrig.samples import Sample
-from ccrig.topologies import testbeds
+from ccrig.topologies import delayline, testbeds
 from ccrig.topologies.testbed import Testbed
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.events.conditions import LinkConditions
 from ccrig.experiments.run import pause_run, signals
 from ccrig.experiments.run.measurement import Measurement
-from ccrig.experiments.run.preflight import netem_here
+from ccrig.experiments.run.preflight import delay_via, netem_here
 from ccrig.experiments.run.sender_tcp import SenderTcp
 from ccrig.experiments.workloads import Flow
 
@@ -135,7 +135,11 @@ def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, S
     exp = unit.point.experiment
     # random loss the BPF program realises (no netem here) is taken off the links the testbed builds
     links = LinkConditions(exp, topo, netem_here(exp, commands, unit.prefix))
-    testbed = make_testbed(exp, links.realised, commands, unit.prefix)
+    # added delay: netem, or a delay line the testbed puts on each delayed link (topologies/delayline)
+    via = delay_via(exp, commands, unit.prefix)[0]
+    built, lines = delayline.plan(links.realised, via == "line")
+    testbed = make_testbed(exp, built, commands, unit.prefix)
+    testbed.lines = lines
     parts.add(f"the {exp.testbed} testbed ({unit.prefix}-*)", testbed.down)
     testbed.up()
     parts.add("the link conditions", links.close)
@@ -143,7 +147,7 @@ def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, S
     pairs = [topo.pairs[i % len(topo.pairs)] for i in range(exp.n_flows)]
     sender_tcp = SenderTcp(testbed, [(i, f, *pairs[i]) for i, f in enumerate(exp.flow_list())])
     parts.add("the senders' TCP settings", sender_tcp.restore)
-    setup = {"sender_tcp": sender_tcp.apply(), "links": links.describe()}
+    setup = {"sender_tcp": sender_tcp.apply(), "links": {**links.describe(), "delay": delayline.describe(topo, via)}}
     pause = pause_run.PauseRun.of(exp, topo, testbed, commands, unit.out)
     if pause is not None:
         parts.add("PAUSE", pause.stop)

@@ -12,6 +12,9 @@ sender -> receiver pair (a host route to the receiver, added on the sender, or f
     initcwnd, rto_min           `ip route replace RECEIVER/32 via GW initcwnd N rto_min T` on the sender
     max_window: N               the same route with `cwnd lock N`: the kernel clamps cwnd to N (snd_cwnd_clamp)
     quickack: true              `ip route replace SENDER/32 via GW quickack 1` on the receiver: no delayed ACKs
+    buffer: 64mb                the most autotuning may grow a socket's buffers to: net.ipv4.tcp_wmem and tcp_rmem's
+                                maximum on the sender, tcp_rmem's on the receiver (Linux's 4 MB send and 6 MB
+                                receive maxima cap one flow near 300 Mbit/s at 100 ms RTT, whatever the link)
 
 Two flows that share a node (or a pair) must agree, else the spec is refused. Every change is recorded (env.json's
 `sender_tcp`, the value before and after) and, on hosts, undone (Testbed.remember_undo), as the namespaces'
@@ -25,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ccrig.errors import InputError, RunError
-from ccrig.fields import TimeField
+from ccrig.fields import SizeField, TimeField
 from ccrig.topologies.testbed import Testbed
 
 # the most a researcher asks of initcwnd (RFC 6928 argues for 10; a datacentre may try 100s)
@@ -42,10 +45,21 @@ class TcpSettings(BaseModel):
     initcwnd: int | None = Field(None, ge=1, le=MAX_INITCWND)
     rto_min: TimeField | None = None
     quickack: bool | None = None
+    buffer: SizeField | None = None
+
+    def buffer_sysctls(self, sender: bool) -> dict[str, str]:
+        """tcp_rmem (and on the sender tcp_wmem) with `buffer` as the maximum, Linux's minimum and default kept."""
+        if self.buffer is None:
+            return {}
+        most = str(self.buffer.bytes if self.buffer.bytes is not None else self.buffer.packets * 1514)
+        out = {"net.ipv4.tcp_rmem": f"4096 131072 {most}"}
+        if sender:
+            out["net.ipv4.tcp_wmem"] = f"4096 16384 {most}"
+        return out
 
     def sysctls(self) -> dict[str, str]:
         """The sender namespace's sysctls these settings ask for."""
-        out = {}
+        out = self.buffer_sysctls(sender=True)
         for name, key in (("sack", "tcp_sack"), ("dsack", "tcp_dsack"), ("ecn", "tcp_ecn")):
             v = getattr(self, name)
             if v is not None:
@@ -86,6 +100,9 @@ class SenderTcp:
             self._agree(self.sysctls, snd, want, by_node, i, "tcp", f"sender {snd}")
             opts = route_options(tcp, getattr(f, "max_window", None))
             self._agree(self.routes, (snd, rcv), opts, by_pair, i, "tcp", f"pair {snd} -> {rcv}")
+            if tcp is not None and tcp.buffer is not None:
+                self._agree(self.sysctls, rcv, tcp.buffer_sysctls(sender=False), by_node, i, "tcp.buffer",
+                            f"receiver {rcv}")
             if tcp is not None and tcp.quickack:
                 self._agree(self.routes, (rcv, snd), ["quickack", "1"], by_pair, i, "tcp.quickack",
                             f"pair {rcv} -> {snd}")

@@ -61,14 +61,15 @@ def test_without_root_fails_in_preflight(ccrig):
 
 
 def test_missing_kernel_feature_fails_before_setup(ccrig):
-    """A spec needing a queue discipline the running kernel lacks: netem (added delay) where this kernel has
-    none, else one no kernel has (tests/host/absent.py, for a distribution kernel, which has netem): refused
+    """A spec needing a queue discipline the running kernel lacks: netem (added delay asked of netem, `delay.via:
+    netem`, not the delay line auto would choose) where this kernel has none, else one no kernel has (tests/host/absent.py, for a distribution kernel, which has netem): refused
     in preflight, naming the kernel and the vm testbed as the way out, before anything is set up."""
     from ccrig.qdiscs import probe
     from ccrig.commands import Commands
     spec = dumbbell([{"cc": "reno"}])
     if "netem" not in probe.available(Commands(None), f"cct{os.getpid()}"):
         spec["topology"]["rtt"] = "20ms"
+        spec["delay"] = {"via": "netem"}
         argv, expect = ccrig.argv(ccrig.write(spec)), "netem queue discipline (needed by added delay"
     else:
         spec["topology"]["bottleneck"]["qdisc"] = absent.KIND

@@ -24,6 +24,7 @@ from ccrig.errors import field_error
 from ccrig.fields import RateField, RatioField, SizeField, TimeField, count_range
 from ccrig.units import RATE_RANGE, UnitError, buffer_problem, check_bps
 from ccrig.qdiscs import Pfifo, qdisc_union
+from ..delayline import check_room
 from ..loss import GilbertElliott, LossModel
 from ..topology import Egress, Topology
 
@@ -67,6 +68,7 @@ def check_hop(path: str, link, wire_bytes: int, rtt: float) -> None:
     if link.buffer is not None and buffer_problem(link.buffer, wire_bytes):
         raise field_error(f"{path}.buffer", str(link.buffer), buffer_problem(link.buffer, wire_bytes))
     check_rtt("topology.rtt", rtt)
+    check_room("topology.rtt", rtt / 2, link.rate, wire_bytes, wire_bytes - 14)
 
 
 def check_rtt(path: str, rtt: float | None) -> None:
@@ -171,6 +173,8 @@ class DumbbellSpec(BaseModel):
         check_hop("topology.bottleneck", self.bottleneck, wire, self.rtt)
         check_rate("topology.access.rate", self.access.rate, wire)
         check_per_pair(self.per_pair, wire)
+        for i, entry in enumerate(self.per_pair):   # a pair's own delay line fills at most at the bottleneck's rate
+            check_room(f"topology.per_pair[{i}].rtt", (entry.rtt or 0.0) / 2, self.bottleneck.rate, wire, self.mtu)
         if self.pairs is not None:   # else one pair per flow: checked when built, where the flows are known
             check_pair_count(self.per_pair, self.pairs)
         return self

@@ -15,11 +15,13 @@ dumbbell comes up in about a second; commands.log holds the script as a here-doc
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 from ccrig.commands import Commands, batch_text
 from ccrig.procs import stop_pids
+from ..delayline.netns import LineProcesses, link_lines, setup_steps, stats_dir
 from ..links import egress_argv
 from ..testbed import Testbed
 
@@ -30,6 +32,7 @@ class NetnsTestbed(Testbed):
     kind = "netns"
     signals_reach_popen = True
     gso = True
+    delay_lines = True
 
     @classmethod
     def clean(cls, commands: Commands, prefix: str, keep) -> list[str]:
@@ -39,6 +42,7 @@ class NetnsTestbed(Testbed):
                 said.append(f"kept namespace {ns}: its run is still going")
                 continue
             remove_namespace(ns, commands)
+            shutil.rmtree(stats_dir(ns), ignore_errors=True)   # a delay line's counters, if ns was one
             said.append(f"removed namespace {ns} and its processes")
         return said
 
@@ -48,16 +52,26 @@ class NetnsTestbed(Testbed):
     def ns(self, node: str) -> str:
         return f"{self.prefix}-{node}"
 
+    def line_ns(self, line) -> str:
+        return f"{self.prefix}-{line.name}"
+
     def up(self) -> None:
         topo, c = self.topology, self.commands
         ifs = topo.interfaces()
         wire = str(topo.wire)
         root: list[list[str]] = [["netns", "add", self.ns(n.name)] for n in topo.nodes]
-        sized = [] if topo.gso else ["gso_max_segs", "1", "gso_max_size", wire]
+        root += [["netns", "add", self.line_ns(line)] for line in self.lines]
+        wire_sized = ["gso_max_segs", "1", "gso_max_size", wire]
+        sized = [] if topo.gso else wire_sized
         offloads = ["gro", "off"] if topo.gso else ["tso", "off", "gso", "off", "gro", "off"]
-        for link in topo.links:
+        lines = {line.index: line for line in self.lines}
+        for i, link in enumerate(topo.links):
             a = topo.egress_of(link.a, link.b)
             b = topo.egress_of(link.b, link.a)
+            if i in lines:   # a - [line] - b (topologies/delayline/netns.py)
+                root += link_lines(lines[i], self.ns(link.a), a.name, self.ns(link.b), b.name,
+                                   self.line_ns(lines[i]), topo.mtu, sized, wire_sized)
+                continue
             # both ends are created inside their namespaces, wire-sized from the start (but under gso)
             root.append(["link", "add", a.name, "netns", self.ns(link.a), "mtu", str(topo.mtu), *sized,
                          "type", "veth", "peer", "name", b.name, "netns", self.ns(link.b), "mtu", str(topo.mtu),
@@ -89,10 +103,21 @@ class NetnsTestbed(Testbed):
                   for argv in egress_argv(x.name, x.egress, topo.mtu, flows, sources, topo.gso)]
             if tc:
                 steps.append((["tc", "-n", ns, "-batch", "-"], batch_text(tc)))
+        for line in self.lines:
+            steps += setup_steps(line, self.line_ns(line), ["nsenter", f"--net={NETNS_DIR / self.line_ns(line)}"])
         c.script(steps)
+        if self.lines:
+            self._line_procs = LineProcesses(c, self.lines, self.line_ns, topo)
+            self._line_procs.start()
+
+    def stop_lines(self) -> dict[str, dict]:
+        procs, self._line_procs = getattr(self, "_line_procs", None), None
+        return procs.stop() if procs is not None else {}
 
     def down(self) -> None:
-        remove_namespaces([self.ns(n.name) for n in self.topology.nodes], self.commands)
+        self.stop_lines()
+        remove_namespaces([self.ns(n.name) for n in self.topology.nodes] +
+                          [self.line_ns(line) for line in self.lines], self.commands)
 
     def run(self, node, argv, check=True, timeout=60, input=None):
         return self.commands.run(argv, ns=self.ns(node), check=check, timeout=timeout, input=input)

@@ -1,0 +1,172 @@
+"""The delay line (topologies/delayline) on this kernel, which has no sch_netem: the RTT that ping and TCP measure is
+the configured one within 0.2 ms, four lines side by side as one alone; frames leave in order; a killed run's lines
+are found and removed by `ccrig clean`; Ctrl-C leaves nothing."""
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import CCRIG, ROOT, dumbbell, leftovers
+from support import wait
+from ccrig.commands import Commands
+from ccrig.procs import wait_for_line
+from ccrig.topologies import delayline
+from ccrig.topologies.named.dumbbell import DumbbellSpec
+from ccrig.topologies.testbeds.netns import NetnsTestbed, namespaces
+
+TOL_S = 0.2e-3
+RTT_S = 0.04
+PREFIX = f"ccdl-{os.getpid()}"
+
+
+@contextlib.contextmanager
+def lined(name: str, rate: str, rtt_s: float = RTT_S, buffer: str = "100pkt"):
+    """One sender/receiver pair through a dumbbell whose added RTT is made by delay lines (one per access link)."""
+    spec = DumbbellSpec.model_validate({"name": "dumbbell", "bottleneck": {"rate": rate, "buffer": buffer},
+                                        "rtt": f"{rtt_s * 1e3:g}ms", "pairs": 1})
+    topo, lines = delayline.plan(spec.build(1), True)
+    bed = NetnsTestbed(topo, Commands(), f"{PREFIX}-{name}")
+    bed.lines = lines
+    try:
+        bed.up()
+        yield bed
+    finally:
+        bed.down()
+
+
+def ping_median(bed) -> float:
+    out = bed.run("s1", ["ping", "-n", "-c", "31", "-i", "0.05", bed.address("d1")], timeout=60).stdout
+    # the first reply also waited for ARP through the line: the median is of the other 30 round trips
+    values = [float(l.split("time=")[1].split()[0]) * 1e-3 for l in out.splitlines() if "time=" in l][1:]
+    assert len(values) >= 28, out
+    return statistics.median(values)
+
+
+def tcp_min_rtt(bed, port: int) -> float:
+    """One TCP flow for 3 s: its data socket's own tcpi_min_rtt (`ss -ti`'s minrtt), read just before it ends (iperf3's
+    JSON min_rtt is the least of its smoothed-RTT samples, not TCP's minimum)."""
+    server = bed.popen("d1", ["iperf3", "-s", "-1", "-B", bed.address("d1"), "-p", str(port)])
+    try:
+        wait.listening(lambda argv: bed.run("d1", argv, check=False), port, timeout=30)
+        client = bed.popen("s1", ["iperf3", "-c", bed.address("d1"), "-p", str(port), "--cport", str(port + 100),
+                                  "-t", "3"])
+        seen = []
+
+        def minrtt():
+            out = bed.run("s1", ["ss", "-Htin", f"( sport = :{port + 100} )"], check=False).stdout
+            seen[:] = [float(w.split(":")[1]) * 1e-3 for w in out.split() if w.startswith("minrtt:")] or seen
+            return client.poll() is not None
+        wait.until(minrtt, 60, "the flow's end", every=0.2)
+        assert seen, "no minrtt of the data socket"
+        return seen[0]
+    finally:
+        server.wait(timeout=30)
+
+
+def measure(bed, port: int, into: dict) -> None:
+    into["ping"], into["tcp"] = ping_median(bed), tcp_min_rtt(bed, port)
+
+
+@pytest.mark.parametrize("rate,bps", [("10mbit", 10e6), ("100mbit", 100e6)])
+def test_ping_and_tcp_see_the_configured_rtt_alone_and_four_side_by_side(rate, bps):
+    transmission = 8 * 1514 / bps   # one full data packet at the bottleneck (a ping's is far less)
+    alone: dict = {}
+    with lined(f"a{rate}", rate) as bed:
+        measure(bed, 5301, alone)
+    results = [{} for _ in range(4)]
+    with contextlib.ExitStack() as stack:
+        beds = [stack.enter_context(lined(f"s{i}{rate}", rate)) for i in range(4)]
+        threads = [threading.Thread(target=measure, args=(b, 5302 + i, results[i])) for i, b in enumerate(beds)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    for r in [alone, *results]:
+        assert RTT_S <= r["ping"] <= RTT_S + TOL_S, (alone, results)
+        assert RTT_S - TOL_S <= r["tcp"] <= RTT_S + transmission + TOL_S, (alone, results)
+        assert abs(r["ping"] - alone["ping"]) <= TOL_S
+    assert not namespaces(f"{PREFIX}-"), "a line's namespace was left"
+
+
+RECEIVE = """
+import json, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 7001)); s.settimeout(2.0)
+print("ready", flush=True); seen = []
+try:
+    while True:
+        seen.append(int.from_bytes(s.recv(2048)[:4], "big"))
+except socket.timeout:
+    pass
+print(json.dumps(seen), flush=True)
+"""
+SEND = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(int(sys.argv[2])):
+    s.sendto(i.to_bytes(4, "big") + bytes(996), (sys.argv[1], 7001))
+"""
+
+
+def test_frames_leave_in_order_and_each_is_held_its_delay():
+    n = 3000
+    with lined("order", "100mbit", buffer="5000pkt") as bed:
+        rx = bed.popen("d1", [sys.executable, "-c", RECEIVE, bed.address("d1")], stdout=subprocess.PIPE)
+        assert wait_for_line(rx, rx.stdout, "ready", 30) == "ready"
+        # every hop's neighbour resolved first: a burst into an unresolved neighbour is mostly dropped by the kernel
+        bed.run("s1", ["ping", "-n", "-c", "1", "-W", "5", bed.address("d1")], timeout=30)
+        bed.run("s1", [sys.executable, "-c", SEND, bed.address("d1"), str(n)], timeout=60)
+        seen = json.loads(rx.stdout.readline())
+        rx.wait(timeout=30)
+        stats = bed.stop_lines()
+    assert len(seen) >= 0.95 * n, len(seen)   # a sender in a tight loop may overrun its own socket
+    assert seen == sorted(seen), "frames were reordered"
+    data = stats["r2->d1"]
+    assert data["packets"] >= len(seen) and data["early"] == 0 and data["lost"] == 0
+    assert data["hold_min_s"] >= RTT_S / 2 and data["late_p50_s"] <= TOL_S, data
+
+
+def _started(run: subprocess.Popen) -> list[str]:
+    """The run's delay lines, once all its namespaces are up and every line's process is in its namespace."""
+    ours = [n for n in namespaces(f"ccrig-{run.pid}-") if "-line" in n]
+    if len(ours) < 2:
+        return []
+    pids = subprocess.run(["ip", "netns", "pids", ours[-1]], capture_output=True, text=True).stdout.split()
+    return ours if pids else []
+
+
+@pytest.mark.parametrize("how", ["sigkill", "ctrl-c"])
+def test_a_killed_or_interrupted_run_leaves_no_line(ccrig, how):
+    spec = dumbbell([{"cc": "cubic"}], duration="20s", topology={"name": "dumbbell", "rtt": "20ms",
+                    "bottleneck": {"rate": "10mbit", "buffer": "100pkt", "qdisc": "pfifo"}})
+    run = subprocess.Popen(ccrig.argv(ccrig.write(spec)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           start_new_session=True)
+    try:
+        lines = wait.until(lambda: _started(run), 60, "the run's delay lines")
+        if how == "sigkill":
+            os.kill(run.pid, signal.SIGKILL)   # the run dies; its lines keep running in their namespaces
+            run.wait(timeout=30)
+            for ns in lines:
+                pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+                for pid in pids:
+                    os.kill(int(pid), signal.SIGKILL)   # and a line itself killed: clean must not need it alive
+                break
+            said = subprocess.run([*CCRIG, "clean", "--prefix", f"ccrig-{run.pid}-"], cwd=ROOT, capture_output=True,
+                                  text=True, timeout=120)
+            assert said.returncode == 0 and f"removed namespace {lines[0]}" in said.stdout, said.stdout + said.stderr
+        else:
+            os.kill(run.pid, signal.SIGINT)
+            run.wait(timeout=60)
+        assert leftovers(run.pid) == []
+        assert not list(Path("/tmp").glob(f"ccrig-{run.pid}-line*.delayline"))
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+        subprocess.run([*CCRIG, "clean", "--prefix", f"ccrig-{run.pid}-"], cwd=ROOT, capture_output=True, timeout=120)

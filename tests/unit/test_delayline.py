@@ -1,0 +1,117 @@
+"""The delay line's plan, room and figures (topologies/delayline), and the fidelity verdict on the delay a run had."""
+from types import SimpleNamespace
+
+import pytest
+
+from ccrig.errors import InputError
+from ccrig.experiments.run import fidelity
+from ccrig.experiments.spec import validate
+from ccrig.topologies import delayline
+from ccrig.topologies.testbeds import available
+
+
+def spec(topology: dict, **extra):
+    return validate({"name": "d", "flows": [{"cc": "cubic", "count": 2}], "duration": "10s",
+                     "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit", "buffer": "50pkt"},
+                                  **topology}, **extra}, "s.yaml")
+
+
+def test_every_delayed_link_gets_a_line_and_loses_its_netem_delay():
+    topo = spec({"rtt": "40ms", "per_pair": [{}, {"rtt": "0s"}]}).topology.build(2)
+    built, lines = delayline.plan(topo, True)
+    # pair 1: s1 - r1 (ACKs delayed r1 -> s1) and r2 - d1 (data delayed r2 -> d1); pair 2 has no delay at all
+    assert [(l.a, l.b, l.a_to_b, l.b_to_a) for l in lines] == [("s1", "r1", 0.0, 0.02), ("r2", "d1", 0.02, 0.0)]
+    assert [(x, y) for l in lines for x, y, _ in l.directions()] == [("r1", "s1"), ("r2", "d1")]
+    assert not delayline.has_delay(built) and delayline.has_delay(topo)
+    assert [l.a_to_b.rate for l in built.links] == [l.a_to_b.rate for l in topo.links]   # nothing else changed
+    assert delayline.plan(topo, False) == (topo, [])
+
+
+def test_room_refuses_a_bandwidth_delay_product_beyond_the_line_naming_the_field():
+    spec({"rtt": "100ms", "bottleneck": {"rate": "1gbit", "buffer": "100pkt"}})   # fits: 4.1k of 699k packets
+    with pytest.raises(InputError, match=r"topology\.rtt: got '20s'; expected an RTT of at most 15\.4s at 1000 Mbit/s"):
+        spec({"rtt": "20s", "bottleneck": {"rate": "1gbit", "buffer": "100pkt"}})
+    with pytest.raises(InputError, match=r"topology\.per_pair\[1\]\.rtt"):
+        spec({"bottleneck": {"rate": "1gbit", "buffer": "100pkt"}, "per_pair": [{}, {"rtt": "30s"}]})
+
+
+def test_via_names_what_it_accepts():
+    assert spec({"rtt": "10ms"}, delay={"via": "line"}).delay.via == "line"
+    with pytest.raises(InputError, match=r"delay\.via"):
+        spec({"rtt": "10ms"}, delay={"via": "tunnel"})
+
+
+@pytest.mark.skipif("mininet" not in available(), reason="Mininet is not installed here")
+def test_a_testbed_without_lines_refuses_via_line():
+    with pytest.raises(InputError, match=r"delay\.via: got 'line' on testbed 'mininet'"):
+        spec({"rtt": "10ms"}, delay={"via": "line"}, testbed="mininet")
+
+
+def test_lateness_quantiles_from_the_histogram():
+    stats = {"late_us": {"10": 49, "40": 50, "900": 1}, "late_over": 0, "early": 0, "late_over_us": 20000}
+    assert delayline.late_quantile(stats, 0.5) == pytest.approx(40.5e-6)
+    assert delayline.late_quantile(stats, 0.0) == pytest.approx(10.5e-6)
+    assert delayline.late_quantile(stats, 1.0) == pytest.approx(900.5e-6)
+    assert delayline.late_quantile({"late_us": {}, "late_over": 3, "late_over_us": 20000}, 0.5) == 0.02
+    assert delayline.late_quantile({"late_us": {}}, 0.5) is None
+    s = delayline.summarise({"packets": 4, "hold_sum_ns": 4_000_000, "socket_drops": 1, "late_us": {"3": 4}})
+    assert s["hold_mean_s"] == pytest.approx(1e-3) and s["lost"] == 1 and s["late_p50_s"] == pytest.approx(3.5e-6)
+
+
+def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0)) -> dict:
+    exp = spec({"rtt": "100ms"})
+    topo = exp.topology.build(2)
+    flows = [SimpleNamespace(index=i, sender=f"s{i + 1}", receiver=f"d{i + 1}", start=starts[i],
+                             workload=SimpleNamespace(tcp_info=True)) for i in range(2)]
+    entry = {"flows": [{"flow": i, "min_rtt_s": {"mean": m}} for i, m in enumerate(min_rtts)]}
+    fid = {"verdict": "ok", "reasons": []}
+    fidelity.judge_delay(fid, entry, topo, flows, lines)
+    return fid
+
+
+def test_fidelity_holds_each_flows_min_rtt_to_the_configured_rtt():
+    # 10 Mbit/s: one full packet takes 1.22 ms, so 100 ms may read 99.8 .. 101.42 ms
+    assert judge([0.10005, 0.1013], {})["verdict"] == "ok"
+    short = judge([0.0995, 0.1001], {})
+    assert short["verdict"] == "testbed-limited" and "flow 0: min RTT 99.500 ms" in short["reasons"][0]
+    assert judge([0.1001, 0.103], {})["verdict"] == "testbed-limited"
+    assert judge([0.1001, 0.103], {}, starts=(0.0, 2.0))["verdict"] == "ok"   # a late starter may meet a queue
+    assert judge([0.1001, 0.1001], {})["delay"]["flows"][0]["configured_rtt_s"] == pytest.approx(0.1)
+
+
+def test_fidelity_holds_each_line_to_its_delay():
+    good = {"late_p50_s": 30e-6, "early": 0, "lost": 0}
+    assert judge([0.1001, 0.1001], {"r2->d1": good})["verdict"] == "ok"
+    late = judge([0.1001, 0.1001], {"r2->d1": {**good, "late_p50_s": 0.5e-3}})
+    assert "delay line r2->d1: its frames left 0.500 ms late" in late["reasons"][0]
+    assert judge([0.1001, 0.1001], {"r2->d1": {**good, "late_p99_s": 1.5e-3}})["verdict"] == "ok"
+    tail = judge([0.1001, 0.1001], {"r2->d1": {**good, "late_p99_s": 0.02}})
+    assert "left 20.000 ms late or more (p99)" in tail["reasons"][0]
+    assert judge([0.1001, 0.1001], {"r2->d1": {**good, "lost": 2}})["verdict"] == "testbed-limited"
+    assert judge([0.1001, 0.1001], {"r2->d1": {"error": "no counters"}})["verdict"] == "testbed-limited"
+
+
+def test_a_lines_ring_is_twice_its_bandwidth_delay_product_within_the_room():
+    topo = spec({"rtt": "100ms", "bottleneck": {"rate": "1gbit", "buffer": "100pkt"}}).topology.build(1)
+    assert delayline.slots_for(0.05, topo) == int(2 * 0.05 * 1e9 / (8 * 1514) + 1024)   # 9280
+    assert delayline.slots_for(0.001, topo) == 4096
+    assert delayline.slots_for(30.0, topo) == delayline.room_packets(1500)
+
+
+def test_tcp_buffer_raises_autotunings_ceiling_on_sender_and_receiver():
+    from ccrig.experiments.run.sender_tcp import SenderTcp
+    exp = validate({"name": "b", "duration": "10s", "flows": [{"cc": "cubic", "tcp": {"buffer": "64mb"}}],
+                    "topology": {"name": "dumbbell", "bottleneck": {"rate": "1gbit", "buffer": "100pkt"}}}, "s.yaml")
+    plan = SenderTcp(None, [(0, exp.flows[0], "s1", "d1")])
+    assert plan.sysctls == {"s1": {"net.ipv4.tcp_rmem": "4096 131072 64000000",
+                                   "net.ipv4.tcp_wmem": "4096 16384 64000000"},
+                            "d1": {"net.ipv4.tcp_rmem": "4096 131072 64000000"}}
+
+
+def test_preflight_takes_via_as_given_and_a_lined_topology_needs_no_netem():
+    from ccrig.experiments.run.preflight import delay_via, qdisc_kinds
+    exp = spec({"rtt": "20ms"}, delay={"via": "line"})
+    assert delay_via(exp, None, "x") == ("line", "the spec asks for it (delay.via: line)")
+    topo = exp.topology.build(exp.n_flows)
+    assert "netem" in qdisc_kinds(topo)["r2"]
+    assert all("netem" not in kinds for kinds in qdisc_kinds(delayline.plan(topo, True)[0]).values())
