@@ -12,8 +12,6 @@ import tempfile
 from pathlib import Path
 
 from ccrig.commands import Commands
-from ccrig.tcp_modules.leftovers import cleanup as laws_cleanup
-from ccrig.tcp_modules.systems import RemoteSystem
 from .inventory import Inventory, InventoryHost
 from .ssh import SshHost, close_all, connect_all
 from .undo import UNDO_SCRIPT
@@ -114,21 +112,6 @@ def clean_inventory(inventory: Path, prefix: str, commands: Commands, keep=None,
     finally:
         close_all(conns, control)
     return said
-
-
-def clean_everywhere(commands: Commands, prefix: str, inventory: Path | None, alive) -> list[str]:
-    """`ccrig clean -i`: clean_host on every experiment host of the inventory, then the congestion-control
-    variants and modules the runs loaded there. A clean of every run (EVERY_RUN) touches only names made from
-    a run's prefix and spares the runs still going (alive(run prefix)); a clean of one prefix, that run's."""
-    if inventory is None:
-        return []
-    full = prefix == EVERY_RUN
-
-    def laws(host: InventoryHost, conn: SshHost) -> list[str]:
-        return laws_cleanup(RemoteSystem.of(host, conn), None if full else prefix.rstrip("-"),
-                            keep=alive if full else None)
-    return clean_inventory(inventory, prefix, commands, keep=alive if full else None,
-                           ours=run_named if full else None, each=laws)
 
 
 def run_dirs(conn: SshHost, prefix: str) -> list[str]:

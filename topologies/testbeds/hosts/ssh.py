@@ -7,7 +7,6 @@ unless the login user is root.
     close_all          closes them and removes their control folder
     NodeConnections    connections to the hosts of some topology nodes, apart from any testbed (the runner's
                        congestion controls live for a whole run, across the repetitions' testbeds)
-    law_systems        those connections as the senders' systems for the laws (HostsTestbed.law_systems)
 """
 from __future__ import annotations
 
@@ -19,12 +18,9 @@ import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 from ccrig.commands import Commands
-from ccrig.errors import InputError
-from ccrig.tcp_modules.systems import RemoteSystem
 from .inventory import Inventory, InventoryHost, inventory_path
 
 # A background command on a host: its pid goes to a file (when one is named: down() kills leftovers), its stdin
@@ -264,19 +260,3 @@ class NodeConnections:
         """Closes every connection; never raises, safe to call twice."""
         close_all(self.conns, self._control_dir)
         self.conns, self._control_dir = {}, None
-
-
-@contextmanager
-def law_systems(nodes: list[str], commands: Commands, prefix: str):
-    """{sender node: its host's System} over connections of their own, open for the with block: each flow's law
-    is loaded on its sender's host, under that host's own name (iperf3's server only tries the sender's name on
-    its socket and carries on without it; a receiver sends no data). A node no host plays, or a host that
-    cannot be reached, is an input error naming them all."""
-    conns = NodeConnections(list(nodes), commands, prefix)
-    try:
-        problems = conns.open()
-        if problems:
-            raise InputError("hosts testbed: " + "; ".join(problems))
-        yield {n: RemoteSystem.of(conns.hosts[n], c) for n, c in conns.conns.items()}
-    finally:
-        conns.close()

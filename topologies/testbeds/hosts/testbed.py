@@ -19,9 +19,10 @@ from ccrig.ports import client_port_problem
 from ...links import egress_argv
 from ...testbed import Testbed
 from ...topology import Interface, Topology
-from .clean import clean_everywhere, close_ssh_connections
+from .clean import close_ssh_connections
+from .hooks import HostsHooks
 from .inventory import BOTTLENECK_MODES, PROJECT, Inventory, InventoryHost, inventory_path
-from .ssh import SshHost, close_all, connect_all, law_systems, unplayable
+from .ssh import SshHost, close_all, connect_all, unplayable
 from .undo import UNDO_SCRIPT, UndoJournal, offloads, run_dir
 
 SWITCH_SUBNET = "198.18.255"
@@ -41,7 +42,7 @@ class _Port:
     prefix: int
 
 
-class HostsTestbed(Testbed):
+class HostsTestbed(HostsHooks, Testbed):
     kind = "hosts"
     real_nics = True
     remote = True
@@ -79,14 +80,6 @@ class HostsTestbed(Testbed):
         -i`: clean.clean_inventory)."""
         return close_ssh_connections(prefix, commands, keep)
 
-    @classmethod
-    def clean_everywhere(cls, commands, prefix, inventory, alive) -> list[str]:
-        return clean_everywhere(commands, prefix, inventory, alive)
-
-    @classmethod
-    def law_systems(cls, nodes, commands, prefix):
-        return law_systems(nodes, commands, prefix)
-
     # --- mapping -------------------------------------------------------------------------------------
     @property
     def inventory(self) -> Inventory:
@@ -104,9 +97,6 @@ class HostsTestbed(Testbed):
     def owned(self, node: str) -> bool:
         """Whether ccrig configures node (False for the switch's nodes in switch mode)."""
         return not (self.bottleneck_mode == "switch" and self.topology.node(node).role == "router")
-
-    def machine(self, node: str) -> str | None:
-        return self.hosts[node].where if node in self.hosts else None
 
     def where(self, node: str) -> str:
         h = self.hosts.get(node)
