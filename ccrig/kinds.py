@@ -2,6 +2,7 @@
 workload, a link event) asks a Kinds to find them, so a new kind is one new module and nothing else changes.
 
     KINDS = Kinds(__name__, __path__, kind_of)       kind_of(module) -> {kind: class} that module defines
+    KINDS = Kinds(..., skip={"base", "stats"})        modules that are the package's machinery, never searched
     KINDS.kinds()  KINDS.get(kind, field)  KINDS.union()   (a pydantic union discriminated by `kind`)
 
 Modules are imported the first time a Kinds is asked, so running one module of the package as a program
@@ -30,8 +31,11 @@ def subclasses_with_kind(base: type) -> Callable:
 
 
 class Kinds:
-    def __init__(self, package: str, path, kind_of: Callable, what: str):
+    def __init__(self, package: str, path, kind_of: Callable, what: str, skip: frozenset[str] = frozenset()):
         self.package, self.path, self.kind_of, self.what = package, path, kind_of, what
+        # a package whose kinds live beside its machinery (qdiscs/: the probe, the statistics, the BPF queue
+        # monitor) names the machinery, so finding the kinds does not import what they do not need (numpy)
+        self.skip = frozenset(skip)
         self._found: dict[str, type | str] | None = None
 
     def found(self) -> dict[str, type | str]:
@@ -39,6 +43,8 @@ class Kinds:
         if self._found is None:
             found: dict[str, type | str] = {}
             for info in sorted(pkgutil.iter_modules(self.path), key=lambda i: i.name):
+                if info.name in self.skip:
+                    continue
                 try:
                     module = importlib.import_module(f"{self.package}.{info.name}")
                 except ImportError as e:

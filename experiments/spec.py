@@ -238,7 +238,7 @@ def _path_str(loc) -> str:
 
 
 def _union_tags() -> set[str]:
-    return ({m.model_fields["name"].default for m in topologies.SPECS} | set(qdiscs.KINDS)
+    return ({m.model_fields["name"].default for m in topologies.SPECS} | set(qdiscs.kinds())
             | set(workloads.kinds()))
 
 

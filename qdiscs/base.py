@@ -2,7 +2,8 @@
 
 A discipline sits under the bottleneck's shaper (htb), so scheduling and rate are separate: see shaper.py.
 Each subclass is a pydantic model whose `kind` names it; it renders the words after `tc qdisc add dev D
-parent P handle H` and, where a discipline needs classes or filters under it (drr), the extra commands.
+parent P handle H` and, where a discipline needs classes or filters under it (drr), the extra commands; it
+says which of its statistics are gauges and whether its classes are read.
 
 Limits left unset come from the link's buffer (`buffer: 100pkt` or `buffer: 64kb`), converted with the wire
 packet size (MTU + Ethernet header) where the discipline counts the other unit, so a sweep over buffer sizes
@@ -91,6 +92,10 @@ class Qdisc(BaseModel):
     kind: str
     # the kernel module that provides the discipline (for the capability probe's advice)
     module: ClassVar[str] = ""
+    # the kernel build option that provides it (CONFIG_<kconfig>), so a test can ask the kernel's own config
+    kconfig: ClassVar[str] = ""
+    # its own statistics (qdiscs/stats.py: columns <kind>_<name>) that go up and down; the others only count up
+    gauges: ClassVar[frozenset[str]] = frozenset()
 
     def qdisc_args(self, buffer: Size | None, rate_bps: float | None, mtu: int) -> list[str]:
         """The words after `tc qdisc add dev D parent P handle H`, e.g. ["pfifo", "limit", "100"]."""
@@ -104,6 +109,11 @@ class Qdisc(BaseModel):
         source addresses (one per flow). Only disciplines that classify (drr) use them."""
         return [["tc", "qdisc", "add", "dev", dev, "parent", parent, "handle", handle,
                  *self.qdisc_args(buffer, rate_bps, mtu)]]
+
+    def classes_under(self, handle: str) -> str | None:
+        """The parent whose classes `tc class show` reads for their statistics, installed at handle; None for
+        a discipline without classes of its own (the default)."""
+        return None
 
     def label(self) -> str:
         return self.kind

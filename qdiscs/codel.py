@@ -25,6 +25,11 @@ def _aqm_args(q, buffer, mtu) -> list[str]:
 class Codel(Qdisc):
     kind: Literal["codel"] = "codel"
     module: ClassVar[str] = "sch_codel"
+    kconfig: ClassVar[str] = "NET_SCH_CODEL"
+    # tc -s: count, lastcount, ldelay (us), drop_next, maxpacket, dropping go up and down; drop_overlimit,
+    # ecn_mark, ... count
+    gauges: ClassVar[frozenset[str]] = frozenset({"count", "lastcount", "ldelay", "drop_next", "maxpacket",
+                                                  "dropping"})
     limit: Count = None                 # packets (default: the link's buffer)
     target: PositiveTime = None         # acceptable standing queue delay (kernel default 5ms)
     interval: PositiveTime = None       # the window over which the delay must exceed target (100ms)
@@ -40,6 +45,10 @@ class Codel(Qdisc):
 class FqCodel(Codel):
     kind: Literal["fq_codel"] = "fq_codel"
     module: ClassVar[str] = "sch_fq_codel"
+    kconfig: ClassVar[str] = "NET_SCH_FQ_CODEL"
+    # tc -s: maxpacket, memory_used and the new and old flow lists' lengths go up and down; drop_overlimit,
+    # ecn_mark, new_flow_count, ... count
+    gauges: ClassVar[frozenset[str]] = frozenset({"maxpacket", "memory_used", "new_flows_len", "old_flows_len"})
     flows: Count = None                 # hash buckets (kernel default 1024)
     quantum: Bytes = None               # bytes per round (kernel default 1514)
     memory_limit: Bytes = None

@@ -30,6 +30,9 @@ from .base import Bytes, Count, Qdisc, wire_bytes
 class Drr(Qdisc):
     kind: Literal["drr"] = "drr"
     module: ClassVar[str] = "sch_drr"
+    kconfig: ClassVar[str] = "NET_SCH_DRR"
+    # its classes' deficit (bytes, tc -s class show) goes up and down
+    gauges: ClassVar[frozenset[str]] = frozenset({"deficit"})
     quantum: Bytes = None             # bytes a class may send per round (default: one full-size packet)
     class_limit: Count = None          # packets in each class's queue (default: the link's buffer shared out)
 
@@ -37,6 +40,10 @@ class Drr(Qdisc):
 
     def qdisc_args(self, buffer, rate_bps, mtu):
         return ["drr"]
+
+    def classes_under(self, handle: str) -> str | None:
+        # the per-flow classes hang off drr's own handle: each one's counters say how the flows were served
+        return handle
 
     def class_limit_for(self, buffer, mtu: int, classes: int) -> int:
         """Packets per class: the link's buffer divided among the classes (rounded up), so a sweep over the

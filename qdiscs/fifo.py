@@ -13,6 +13,7 @@ from .base import Bytes, Count, Qdisc, byte_limit, packet_limit
 class Pfifo(Qdisc):
     kind: Literal["pfifo"] = "pfifo"
     module: ClassVar[str] = "sch_fifo"  # built in whenever CONFIG_NET_SCHED is
+    kconfig: ClassVar[str] = "NET_SCHED"
     limit: Count = None  # packets
 
 
@@ -23,6 +24,7 @@ class Pfifo(Qdisc):
 class Bfifo(Qdisc):
     kind: Literal["bfifo"] = "bfifo"
     module: ClassVar[str] = "sch_fifo"
+    kconfig: ClassVar[str] = "NET_SCHED"
     limit: Bytes = None  # bytes, or a size string such as "64kb"
 
 

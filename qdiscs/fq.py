@@ -19,6 +19,9 @@ from .base import Bytes, Count, Qdisc, check_positive, packet_limit, tc_time, wi
 class Fq(Qdisc):
     kind: Literal["fq"] = "fq"
     module: ClassVar[str] = "sch_fq"
+    kconfig: ClassVar[str] = "NET_SCH_FQ"
+    # tc -s: flows, inactive, throttled go up and down; gc, highprio, ... count
+    gauges: ClassVar[frozenset[str]] = frozenset({"flows", "inactive", "throttled"})
     limit: Count = None               # packets in all flows (default: the link's buffer)
     flow_limit: Count = None          # packets per flow (default: the limit shared out among the flows)
     quantum: Bytes = None             # bytes a flow may send per round (kernel default 2 MTU)
@@ -63,6 +66,7 @@ class Fq(Qdisc):
 class Sfq(Qdisc):
     kind: Literal["sfq"] = "sfq"
     module: ClassVar[str] = "sch_sfq"
+    kconfig: ClassVar[str] = "NET_SCH_SFQ"
     limit: int | None = None          # packets in all flows (default: the link's buffer, kernel cap 65535)
     depth: Count = None               # packets per flow (kernel default 127)
     divisor: int | None = None        # hash buckets (power of two, kernel default 1024)

@@ -12,6 +12,9 @@ from .base import Count, PositiveTime, Qdisc, packet_limit, tc_time
 class Pie(Qdisc):
     kind: Literal["pie"] = "pie"
     module: ClassVar[str] = "sch_pie"
+    kconfig: ClassVar[str] = "NET_SCH_PIE"
+    # tc -s: prob (0..1), delay (us), avg_dq_rate, maxq go up and down; pkts_in, dropped, overlimit, ecn_mark count
+    gauges: ClassVar[frozenset[str]] = frozenset({"prob", "delay", "avg_dq_rate", "maxq"})
     limit: Count = None                # packets (default: the link's buffer)
     target: PositiveTime = None        # target queueing delay (kernel default 15ms)
     tupdate: PositiveTime = None       # probability update interval (kernel default 15ms)

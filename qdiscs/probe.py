@@ -16,7 +16,7 @@ from pathlib import Path
 from ccrig.commands import Commands, Local, Node
 from ccrig.errors import InputError, RunError
 from ccrig.units import Size
-from . import KINDS
+from . import available as disciplines
 
 # the other disciplines a run can need, besides the bottleneck's: the shaper and the delay/loss line
 OTHER: dict[str, tuple[str, list[str]]] = {
@@ -30,8 +30,9 @@ _cache: dict[str, frozenset[str]] = {}
 
 
 def probes() -> dict[str, tuple[str, list[str]]]:
-    """kind -> (module, qdisc args) for everything the probe tries; KINDS render their own defaults."""
-    out = {kind: (cls.module, cls().qdisc_args(Size(packets=100), 10e6, 1500)) for kind, cls in KINDS.items()}
+    """kind -> (module, qdisc args) for everything the probe tries; the disciplines render their own defaults."""
+    out = {kind: (cls.module, cls().qdisc_args(Size(packets=100), 10e6, 1500))
+           for kind, cls in disciplines().items()}
     out.update(OTHER)
     return out
 
@@ -42,7 +43,7 @@ def modules_supported() -> bool:
 
 
 def available(commands: Commands, prefix: str) -> set[str]:
-    """The disciplines (KINDS plus htb, tbf, netem) the running kernel can install."""
+    """The disciplines (every kind plus htb, tbf, netem) the running kernel can install."""
     release = os.uname().release
     if release not in _cache:
         _cache[release] = frozenset(_try_all(Local(commands), f"{prefix}-qprobe", modules_supported()))

@@ -26,6 +26,8 @@ from .base import Bytes, Count, Qdisc, byte_limit, wire_bytes
 class Red(Qdisc):
     kind: Literal["red"] = "red"
     module: ClassVar[str] = "sch_red"
+    kconfig: ClassVar[str] = "NET_SCH_RED"
+    # tc -s: early (early drops), marked (ECN marks), pdrop (drops over max or limit), other: all count up
     limit: Bytes = None              # bytes: the hard cap on the real queue
     min: Bytes = None                # bytes of average queue where early drops start
     max: Bytes = None                # bytes of average queue where the drop probability is `probability`

@@ -29,6 +29,8 @@ from .base import Qdisc, wire_bytes
 ROOT = "1:"
 CLASS = "1:1"
 LEAF = "10:"
+# htb's class statistics (qdiscs/stats.py columns) that go up and down: its buckets' tokens
+SHAPER_GAUGES = frozenset({"htb_tokens", "htb_ctokens"})
 
 
 GSO_BURST_S = 0.001   # tbf's bucket under gso, in time at the rate

@@ -6,13 +6,8 @@ Every qdisc becomes one flat dict (one row of the archive's qdisc.csv):
     backlog_packets, backlog_bytes
 
 followed by the discipline's own counters, each prefixed with its kind so columns of different disciplines
-never collide (pie has its own `dropped`):
-
-    red       red_early (early drops), red_marked (ECN marks), red_pdrop (drops over max/limit), red_other
-    fq_codel  fq_codel_drop_overlimit, fq_codel_ecn_mark, fq_codel_new_flow_count, fq_codel_maxpacket, ...
-    codel     codel_count, codel_ldelay (us), codel_drop_next, codel_ecn_mark, codel_drop_overlimit, ...
-    pie       pie_prob (0..1), pie_delay (us), pie_pkts_in, pie_dropped, pie_overlimit, pie_maxq, pie_ecn_mark
-    fq        fq_flows, fq_inactive, fq_throttled, fq_gc, fq_highprio
+never collide (pie has its own `dropped`): red_early, fq_codel_ecn_mark, pie_prob, ... Each discipline's module
+says what its own are and which of them go up and down (its class's `gauges`); every other one counts up.
 
 tc's JSON puts these next to the common counters (iproute2 6.1). Classes (drr's per-flow classes): iproute2
 before 6.2 prints `tc class show` as text only, so parse_classes reads both text and JSON; a class row has the
@@ -23,8 +18,12 @@ from __future__ import annotations
 import json
 import re
 
+from functools import cache
+
 from ccrig.commands import Commands
 from ccrig.errors import RunError
+from . import available
+from .shaper import SHAPER_GAUGES
 
 # tc's JSON name -> ccrig's column, in the order of the archive's qdisc.csv
 COMMON = {"packets": "sent_packets", "bytes": "sent_bytes", "drops": "dropped", "overlimits": "overlimits",
@@ -33,18 +32,20 @@ COLUMNS = ["kind", "handle", "parent", *COMMON.values()]
 # identity and configuration, not statistics
 _NOT_STATS = {"kind", "handle", "parent", "root", "refcnt", "options", "leaf", "class"}
 
-# columns that go up and down (Prometheus gauges); every other numeric column only counts up
-GAUGES = {"backlog_packets", "backlog_bytes",
-          "fq_flows", "fq_inactive", "fq_throttled",
-          "fq_codel_maxpacket", "fq_codel_memory_used", "fq_codel_new_flows_len", "fq_codel_old_flows_len",
-          "codel_count", "codel_lastcount", "codel_ldelay", "codel_drop_next", "codel_maxpacket",
-          "codel_dropping",
-          "pie_prob", "pie_delay", "pie_avg_dq_rate", "pie_maxq",
-          "drr_deficit", "htb_tokens", "htb_ctokens"}
+# the common columns that go up and down (Prometheus gauges)
+COMMON_GAUGES = frozenset({"backlog_packets", "backlog_bytes"})
+
+
+@cache
+def gauges() -> frozenset[str]:
+    """Every column that goes up and down: the common ones, the shaper's and each discipline's own (as
+    <kind>_<name>); every other numeric column only counts up."""
+    own = {f"{kind}_{name}" for kind, cls in available().items() for name in cls.gauges}
+    return COMMON_GAUGES | SHAPER_GAUGES | own
 
 
 def is_counter(column: str) -> bool:
-    return column not in GAUGES and column not in ("kind", "handle", "parent", "leaf")
+    return column not in gauges() and column not in ("kind", "handle", "parent", "leaf")
 
 
 def _number(v) -> bool:

@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from pathlib import Path
 
-from typing import ClassVar
+from typing import Callable, ClassVar, Iterator
 
 from pydantic import BaseModel
 
@@ -36,8 +37,10 @@ class Testbed(ABC):
     # over the testbed's connections instead of this machine's
     remote: ClassVar[bool] = False
     # it runs the whole spec somewhere else (the vm testbed: a guest kernel) instead of realising the topology
-    # in this process; the command line then hands the run over to run_elsewhere()
+    # in this process; the command line then hands the run over to run_spec(), a study to run_specs_elsewhere()
     elsewhere: ClassVar[bool] = False
+    # where it runs specs elsewhere, the testbed of that place that realises them (the vm's guest: netns)
+    inner: ClassVar[str | None] = None
     # it builds a topology with `gso: true` (senders keep their super-packets, tbf cuts them at each shaped link:
     # qdiscs/shaper.py); the others send wire packets everywhere and refuse it
     gso: ClassVar[bool] = False
@@ -68,6 +71,35 @@ class Testbed(ABC):
         """Removes what runs of this testbed left behind (names starting with prefix) after they were killed;
         keep(name) spares what belongs to a run still going. Returns one sentence per thing removed."""
         return []
+
+    @classmethod
+    def clean_everywhere(cls, commands: Commands, prefix: str, inventory: Path | None,
+                         alive: Callable[[str], bool]) -> list[str]:
+        """Removes what killed runs left on the other machines this testbed uses, found from the inventory (`ccrig
+        clean -i`; None: none given): their processes, files, settings and laws. alive(run prefix) -> True
+        spares a run still going when every run is cleaned. Returns one sentence per thing removed."""
+        return []
+
+    @classmethod
+    @contextmanager
+    def law_systems(cls, nodes: list[str], commands: Commands, prefix: str) -> Iterator[dict]:
+        """Where the flows' congestion-control laws are loaded, for as long as the with block lasts (a whole run,
+        outliving each repetition's testbed): {sender node, or None for this machine: its System, or None for
+        this machine's}. Here every law goes to this machine's kernel; a remote testbed connects to the senders'
+        machines (nodes) and yields their systems."""
+        yield {None: None}
+
+    @classmethod
+    def run_specs_elsewhere(cls, args: list[str], out_root: Path, options: BaseModel | None, timeout: float,
+                            name: str) -> tuple[int, Callable[[Path], None]]:
+        """Runs `ccrig ARGS` where this testbed runs specs (`elsewhere`), its results written under out_root;
+        returns that ccrig's exit status and a function that marks a run directory it wrote as this testbed's.
+        options: the spec's section for this testbed; name: a unique name for what it starts here."""
+        raise NotImplementedError(f"the {cls.kind} testbed runs specs in this process")
+
+    def machine(self, node: str) -> str | None:
+        """The machine node is on when it is not this one (a host of the hosts testbed), as messages name it."""
+        return None
 
     def preflight(self) -> list[str]:
         """What this machine lacks to realise the topology, each as a sentence saying how to get it."""

@@ -1,8 +1,7 @@
 """`ccrig clean`: removes what a killed run may have left, found by ccrig's name prefix.
 
-With an inventory (`ccrig clean -i INVENTORY`) it also reaches the experiment hosts over SSH and removes what
-hosts runs left there (topologies.testbeds.hosts.clean_inventory, tcp_modules.manager.cleanup on each host's
-system). The SSH masters killed hosts runs left on this machine go with the hosts testbed's own clean().
+Each testbed removes its own leftovers: on this machine (Testbed.clean), and with an inventory (`ccrig clean -i
+INVENTORY`) on the other machines it uses (Testbed.clean_everywhere: the hosts' processes, settings and laws).
 """
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ import os
 from pathlib import Path
 
 from ccrig.commands import Commands
-from ccrig.tcp_modules.manager import RemoteSystem, cleanup as cc_cleanup
+from ccrig.tcp_modules.manager import cleanup as cc_cleanup
 from ccrig.topologies import testbeds
-from ccrig.topologies.testbeds.hosts import clean_inventory, run_named
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 
 
@@ -37,7 +35,8 @@ def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
     # a full clean spares what belongs to runs still going (ccrig-<pid>-...)
     full = prefix == "ccrig-"
     if inventory is not None:
-        said += clean_hosts(inventory, prefix, commands)
+        for bed in testbeds.available().values():
+            said += bed.clean_everywhere(commands, prefix, inventory, _run_alive)
     # what belongs to a run still going (ccrig-<pid>-...) is spared by a full clean
     keep = (lambda name: full and _run_alive(name) and not name.startswith(f"ccrig-{os.getpid()}-"))
     for kind, bed in testbeds.available().items():
@@ -57,16 +56,3 @@ def clean_all(prefix: str = "ccrig-", stop_prometheus: bool = False,
         said.append("stopped the local Prometheus server")
     return said or ["nothing to clean"]
 
-
-def clean_hosts(inventory: Path, prefix: str, commands: Commands) -> list[str]:
-    """On every experiment host of the inventory (groups senders, receivers, routers): the processes, remote
-    directories, settings, experiment addresses, routes and root qdiscs hosts runs left
-    (topologies.testbeds.hosts.clean_host), then their congestion-control variants and modules. A host that
-    cannot be reached is said, not fatal."""
-    full = prefix == "ccrig-"
-
-    def laws(host, conn) -> list[str]:
-        return cc_cleanup(RemoteSystem.of(host, conn), None if full else prefix.rstrip("-"),
-                          keep=_run_alive if full else None)
-    return clean_inventory(inventory, prefix, commands, keep=_run_alive if full else None,
-                           ours=run_named if full else None, each=laws)

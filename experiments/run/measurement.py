@@ -21,7 +21,7 @@ from ccrig.analysis import metrics
 from ccrig.analysis.capacity import Capacity
 from ccrig.analysis.intervals import FlowSeries, system_interval
 from ccrig.errors import RunError
-from ccrig.qdiscs.shaper import LEAF
+from ccrig.qdiscs import classes_under
 from ccrig.topologies import loss
 from ccrig.experiments.run import fidelity, summary
 from ccrig.experiments.run.archive import RepetitionTables
@@ -29,11 +29,6 @@ from ccrig.experiments.run.collectors import QdiscReader, ReceiverLog, machine_s
 from ccrig.experiments.run.inside import SYSTEM_COLUMNS as QUEUE_COLUMNS, Inside
 from ccrig.experiments.telemetry.sinks import interval_samples, link_drop_samples, source_samples
 from ccrig.experiments.workloads import Flow, Traffic
-
-def classes_under(qdisc) -> str | None:
-    """Where a discipline with classes of its own keeps them (drr: one per flow, read each interval)."""
-    return LEAF if qdisc is not None and qdisc.kind == "drr" else None
-
 
 TRACE_PERIOD = 0.02   # seconds: congestion events are shorter than an interval
 GRACE = 0.1           # seconds past a boundary before its interval is computed (a sample past it must arrive)

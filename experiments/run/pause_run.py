@@ -45,8 +45,8 @@ exporter.HELP.update(NIC_HELP)
 
 
 def testbed_class(exp: specmod.Experiment):
-    """The class of the testbed a spec names (auto: netns, which is what auto chooses when it can)."""
-    return testbeds.get("netns" if exp.testbed == "auto" else exp.testbed)
+    """The class of the testbed a spec names (auto: what auto chooses when it can)."""
+    return testbeds.of(exp.testbed)
 
 
 def applies(exp: specmod.Experiment) -> bool:

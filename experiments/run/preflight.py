@@ -14,6 +14,7 @@ from ccrig.errors import InputError
 from ccrig.needs import Need
 from ccrig.qdiscs import probe
 from ccrig.tcp_modules.manager import CcManager
+from ccrig.topologies import testbeds
 from ccrig.topologies.links import egress_argv
 from ccrig.topologies.pause import chain_plan
 from ccrig.experiments.run.pause_run import applies, needs as pause_needs, testbed_class
@@ -86,18 +87,18 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
 
 
 def auto_testbed(points: list[Point], prefix: str) -> tuple[str, str]:
-    """What `testbed: auto` means here: netns when the running kernel has every feature the points need, else vm;
-    and why."""
+    """What `testbed: auto` means here: the testbed of this machine when the running kernel has every feature the
+    points need, else the one that brings a kernel of its own (topologies.testbeds.AUTO_*); and why."""
     missing = [n for n in needs(points, Commands(None), prefix) if not n.ok]
     if not missing:
-        return "netns", "because this kernel has everything the spec needs"
-    return "vm", "because " + "; ".join(n.problem() for n in missing)
+        return testbeds.AUTO_HERE, "because this kernel has everything the spec needs"
+    return testbeds.AUTO_ELSEWHERE, "because " + "; ".join(n.problem() for n in missing)
 
 
 def netem_here(exp, commands: Commands, prefix: str) -> bool:
     """Whether the links' random loss is netem's (True) or the BPF program's (False, topologies/loss): netem
     where this kernel has it; a remote testbed's hosts are probed for netem like any discipline (qdisc_kinds), and
-    a testbed that runs elsewhere (vm) decides in its own kernel."""
+    a testbed that runs elsewhere decides in its own kernel."""
     bed = testbed_class(exp)
     if bed.remote or bed.elsewhere or os.geteuid() != 0 or not shutil.which("tc"):
         return True
@@ -161,12 +162,13 @@ def qdisc_kinds(topo, bpf_loss: bool = False) -> dict[str, dict[str, str]]:
 
 def looking_inside(points: list[Point], bed) -> list[Need]:
     """The capture (tcpdump) and the queue monitor (BPF on the qdisc tracepoints, this kernel's): on this machine's
-    testbeds only, the vm's guest kernel checked inside it."""
+    testbeds only, a testbed that runs elsewhere checking its own kernel there."""
     exp = points[0].experiment
     out: list[Need] = []
     if exp.queue_monitor and bed.remote:   # tcpdump is among the tools the hosts testbed checks on every host
         out.append(Need(f"queue_monitor on the {bed.kind} testbed", "queue_monitor", False, "not on a remote "
-                        "testbed yet: run the spec on netns, mininet or vm, or without `queue_monitor`"))
+                        "testbed yet: run the spec on " + ", ".join(k for k, c in testbeds.available().items()
+                                                                    if not c.remote) + ", or without `queue_monitor`"))
     if exp.capture is not None and not bed.elsewhere and not bed.remote:
         out.append(Need("the `tcpdump` command", "capture", shutil.which("tcpdump") is not None,
                         "install the Debian package tcpdump (`make deps`)"))
@@ -207,7 +209,7 @@ def link_conditions(points: list[Point], commands: Commands, prefix: str) -> lis
 
 
 def _remote(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
-    """On a remote testbed (hosts) the kernels and NICs that matter are the hosts', checked now over SSH: the
+    """On a remote testbed the kernels and NICs that matter are its machines', checked now over SSH: the
     testbed's own preflight connects (reachable, root, interfaces, tools); each host that transmits into a
     link with a queue discipline has its kernel probed for it (in a scratch namespace there, as here); a
     pause_chain's PAUSE plan is made (link B's NICs checked; tbf on node 1's host for the controller). Then
@@ -244,7 +246,7 @@ def _remote(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
                 if not bed.owned(node):
                     continue   # the hardware switch: its queues are the lab's
                 release, have = probe.available_on(bed, node, f"{prefix}-pre", kinds)
-                host = bed.hosts[node].where
+                host = bed.machine(node)
                 for kind, by in kinds.items():
                     out.append(Need(f"the {kind} queue discipline on {host}", by, kind in have,
                                     probe.missing_message(kind, release, host)))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,9 +26,8 @@ from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
 from ccrig.needs import Need
 from ccrig.samples import Sample
-from ccrig.tcp_modules.manager import CcSet, RemoteSystem
+from ccrig.tcp_modules.manager import CcSet
 from ccrig.topologies import testbeds
-from ccrig.topologies.testbeds.hosts import NodeConnections
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.run import engine, pause_run, repetition, schedule, signals, summary
 from ccrig.experiments.run.archive import RunArchive, new_run_dir, open_to_resume
@@ -80,7 +80,7 @@ class Runner:
         self.finished: set[int] = set()
         # the congestion controls, loaded once for the whole run; on a remote testbed over connections of their own
         self.cc: CcSet | None = None
-        self.cc_hosts: NodeConnections | None = None
+        self.law_hosts = ExitStack()   # where the laws are loaded (law_systems), open for the whole run
         self.running: str | None = None   # the pair now running, for a second Ctrl-C's line
 
     # --- the whole run ----------------------------------------------------------------------------------
@@ -145,25 +145,18 @@ class Runner:
                 f"point {p['index']} ({'; '.join(p['fidelity']['reasons'])})" for p in limited))
 
     def _load_ccs(self) -> None:
-        """Loads the congestion controls every point needs (modules or BPF), once for the whole run. On a remote
-        testbed each flow's law is loaded on its sender's host, under that host's own name (iperf3's server
-        only tries the sender's name on its socket and carries on without it; a receiver sends no data), over
-        SSH connections of their own kept for the whole run: each repetition's testbed connects and
-        disconnects, the laws outlive it."""
-        remote = testbeds.get(self.exp.testbed).remote
+        """Loads the congestion controls every point needs (modules or BPF), once for the whole run, where the
+        testbed says the flows' senders are (law_systems: this machine, or each sender's host over connections
+        kept for the whole run: each repetition's testbed connects and disconnects, the laws outlive it)."""
+        bed = testbeds.get(self.exp.testbed)
         ccs: dict = {}   # the sender node on a remote testbed (None: this machine) -> its flows' cc values
         for p in self.points:
             e = p.experiment
             topo = e.topology.build(e.n_flows)
             for i, f in enumerate(e.flow_list()):
-                ccs.setdefault(topo.pairs[i % len(topo.pairs)][0] if remote else None, []).append(f.cc)
-        systems = {None: None}
-        if remote:
-            self.cc_hosts = NodeConnections(list(ccs), self.commands, self.opt.prefix)
-            problems = self.cc_hosts.open()
-            if problems:
-                raise InputError(f"{self.exp.testbed} testbed: " + "; ".join(problems))
-            systems = {n: RemoteSystem.of(self.cc_hosts.hosts[n], c) for n, c in self.cc_hosts.conns.items()}
+                ccs.setdefault(topo.pairs[i % len(topo.pairs)][0] if bed.remote else None, []).append(f.cc)
+        nodes = [n for n in ccs if n is not None]
+        systems = self.law_hosts.enter_context(bed.law_systems(nodes, self.commands, self.opt.prefix))
         self.cc = CcSet(self.commands, self.opt.prefix, self.exp.cc_form, systems)
         self.cc.prepare(ccs)
         self.env["congestion_controls"] = self.cc.describe()
@@ -175,10 +168,9 @@ class Runner:
                 left = self.cc.release()
                 if left:
                     print(f"warning: could not remove congestion control(s) {', '.join(left)}; run `ccrig clean`"
-                          + (" -i INVENTORY" if self.cc_hosts is not None else ""))
+                          + (" -i INVENTORY" if testbeds.get(self.exp.testbed).remote else ""))
         finally:
-            if self.cc_hosts is not None:
-                self.cc_hosts.close()
+            self.law_hosts.close()
 
     def _open_sinks(self) -> None:
         self.sinks = Sinks(self.archive.path, self.run_id, self.exp.interval, self.commands)

@@ -6,11 +6,12 @@
     report(study_dir)                 each claim's verdict (analysis/verdicts.py) -> claims.md / claims.json + figures
 
 Verdicts come from the repetitions each point has (analysis/sequential.py): today one look at the whole error
-rate (DESIGN); a spec run with one repetition leaves its claims undecided, saying how many more they need.
+rate (sequential.Design); a spec run with one repetition leaves its claims undecided, saying how many more it needs.
 
-A study directory holds study.json and runs/ (each spec's ordinary run directory). The specs that need the vm
-testbed run together in one guest (one boot, not one per spec: a TCG boot costs 20-30 s), as the same `ccrig
-study run` inside it with --resume, so the guest adds its runs to the same study.json. A study run is resumed
+A study directory holds study.json and runs/ (each spec's ordinary run directory). The specs of a testbed that
+runs them elsewhere (`elsewhere`: the vm's guest kernel) run there together (one boot, not one per spec: a TCG
+boot costs 20-30 s), as the same `ccrig study run` there with --resume, so it adds its runs to the same
+study.json. A study run is resumed
 with --resume DIR: finished specs are kept, an unfinished run continues where it stopped (ccrig run --resume).
 """
 from __future__ import annotations
@@ -34,7 +35,6 @@ from ccrig.experiments.report import models
 from ccrig.experiments.report import study as study_report
 from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.topologies import testbeds
-from ccrig.topologies.testbeds import vm
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.telemetry.backfill import backfill
 from ccrig.experiments.run.preflight import auto_testbed
@@ -208,16 +208,18 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
     else:
         study_dir, state = None, new_state(study, folder, quick)
     todo = [e for e in entries if state["specs"][e.spec]["status"] != "done"]
-    local, guest = [], []
+    local, guest = [], {}   # guest: the specs of each testbed that runs them elsewhere, by its kind
     for e in todo:
         path, raw, exp = planned[e.spec]
         if exp.testbed == "auto":
             bed, why = auto_testbed(specmod.points(raw, exp, str(path)), run_prefix())
             say(f"{e.spec}: testbed auto: {bed}, {why}")
             planned[e.spec] = resolved(folder, study, e, quick, bed)
-        (guest if testbeds.get(planned[e.spec][2].testbed).elsewhere else local).append(e)
+        kind = planned[e.spec][2].testbed
+        (guest.setdefault(kind, []) if testbeds.get(kind).elsewhere else local).append(e)
     # nothing is made before every spec's needs are known to be met here
-    preflight([(e.spec, planned[e.spec]) for e in local], [(e.spec, planned[e.spec]) for e in guest])
+    preflight([(e.spec, planned[e.spec]) for e in local],
+              [(e.spec, planned[e.spec]) for specs in guest.values() for e in specs])
     if study_dir is None:
         archive_room(Path(out_root))   # an unwritable or full --out is said before anything is made
         study_dir = Path(out_root) / f"{name}{'-quick' if quick else ''}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
@@ -228,9 +230,9 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
     failed = []
     for e in local:
         failed += _run_local(e.spec, planned[e.spec], study_dir, state, prometheus, prometheus_root, progress, say)
-    if guest:
-        failed += _run_guest(name, [e.spec for e in guest], planned, study_dir, quick, prometheus, prometheus_root,
-                             say)
+    for kind, specs in guest.items():
+        failed += _run_elsewhere(testbeds.get(kind), name, [e.spec for e in specs], planned, study_dir, quick,
+                                 prometheus, prometheus_root, say)
     state = read_state(study_dir)
     state["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     write_state(study_dir, state)
@@ -252,7 +254,7 @@ def preflight(local: list[tuple[str, tuple]], guest: list[tuple[str, tuple]]) ->
         except InputError as e:
             problems.append(f"{spec}: {e}")
     for spec, (_, _, exp) in guest:
-        problems += [f"{spec}: {n.problem()}" for n in testbeds.get("vm").needs(exp) if not n.ok]
+        problems += [f"{spec}: {n.problem()}" for n in testbeds.get(exp.testbed).needs(exp) if not n.ok]
     if problems:
         raise InputError("; ".join(problems))
 
@@ -294,35 +296,36 @@ def _record_run(rec: dict, runner: Runner, started: float, status: str, study_di
         rec["run_dir"] = os.path.relpath(runner.archive.path, study_dir)
 
 
-def _run_guest(name: str, specs: list[str], planned: dict, study_dir: Path, quick: bool, prometheus: str,
-               prometheus_root: Path, say) -> list[str]:
-    """The specs that need the vm testbed, all in one guest: `ccrig study run NAME --resume DIR --specs ...
-    --testbed netns` inside it, which records them in study.json; then each run is marked as the vm's (env.json)
-    and its samples are backfilled into this machine's Prometheus."""
-    options = next((e.vm for e in (planned[s][2] for s in specs) if getattr(e, "vm", None) is not None), None)
+def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: Path, quick: bool, prometheus: str,
+                   prometheus_root: Path, say) -> list[str]:
+    """The specs of a testbed that runs them elsewhere, all in one go (bed.run_specs_elsewhere): `ccrig study run
+    NAME --resume DIR --specs ... --testbed INNER` there, which records them in study.json; then each run is
+    marked as that testbed's (env.json) and its samples are backfilled into this machine's Prometheus."""
+    options = next((getattr(e, bed.kind) for e in (planned[s][2] for s in specs)
+                    if getattr(e, bed.kind, None) is not None), None)
     args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()),
             "--specs", ",".join(specs),
-            "--testbed", "netns", "--prometheus", "off", "--no-progress", *(["--quick"] if quick else [])]
+            "--testbed", bed.inner, "--prometheus", "off", "--no-progress", *(["--quick"] if quick else [])]
     # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
     runs = [(len(specmod.points(raw, e)) * e.repetitions * (2 if e.pause_gain else 1), e.duration)
             for _, raw, e in (planned[s] for s in specs)]
     timeout = 600 + 3 * sum(n * (duration + 15) for n, duration in runs)
-    say(f"{', '.join(specs)}: in one vm guest")
-    status, kernel, mode = vm.run_ccrig(args, study_dir, options, timeout=timeout, name=run_prefix())
+    say(f"{', '.join(specs)}: in one go on the {bed.kind} testbed")
+    status, mark = bed.run_specs_elsewhere(args, study_dir, options, timeout=timeout, name=run_prefix())
     state = read_state(study_dir)
     failed = []
     for s in specs:
         rec = state["specs"][s]
         run_dir = run_dir_of(study_dir, rec)
         if run_dir is not None and run_dir.is_dir():
-            vm.record_vm(run_dir, kernel, mode, options or vm.VmOptions(), [vm._ccrig(), *args])
-            rec["testbed"] = "vm"
+            mark(run_dir)
+            rec["testbed"] = bed.kind
             if prometheus == "auto" and (run_dir / "summary.json").is_file():
                 server = PrometheusServer(prometheus_root)
                 server.ensure(planned[s][2].interval)
                 backfill(run_dir, server.root / "data")
         if rec["status"] != "done":
-            failed.append(f"{s}: {rec['status']} (in the vm, exit status {status})")
+            failed.append(f"{s}: {rec['status']} (on the {bed.kind} testbed, exit status {status})")
     write_state(study_dir, state)
     return failed
 

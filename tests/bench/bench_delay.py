@@ -1,4 +1,4 @@
-"""Throughput through the delay line (issue 26): one cubic flow across the dumbbell at 100 ms RTT, the delay made by
+"""Throughput through the delay line: one cubic flow across the dumbbell at 100 ms RTT, the delay made by
 delay lines (`delay: {via: line}`, topologies/delayline), at 100, 300 and 1000 Mbit/s, with wire packets on every
 hop and with `topology.gso: true` (the ceiling modes of bench_ceiling.py). The bottleneck's pfifo holds one
 bandwidth-delay product, so a lone loss-based flow can keep the link busy through its sawtooth, and the flow's socket

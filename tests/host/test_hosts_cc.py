@@ -20,9 +20,11 @@ import pytest
 import yaml
 
 from ccrig.commands import Commands
+from ccrig.errors import InputError
 from ccrig.experiments.workloads.base import CLIENT_PORT
 from ccrig.tcp_modules import bpfobj, laws, manager
 from ccrig.tcp_modules.manager import generated_name, struct_ops_maps
+from ccrig.topologies import testbeds
 from ccrig.topologies.testbeds.netns import pids_in
 
 from support.sshhosts import dumbbell_bed
@@ -273,3 +275,30 @@ def test_clean_with_a_missing_inventory_says_so():
     out = subprocess.run([*CCRIG, "clean", "-i", "/no/such/inventory.yml", "--prefix", "h1ccnone"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--inventory: got '/no/such/inventory.yml'" in out.stderr, out.stderr
+
+
+def test_law_systems_are_the_senders_hosts_for_the_with_block(bed, monkeypatch):
+    """The hosts testbed's law_systems hook (where a run loads its laws): each sender node's host as a System
+    over a connection of its own, open for the with block and closed after it; a node no host plays is named
+    before anything is connected."""
+    monkeypatch.setenv("CCRIG_INVENTORY", str(bed.inventory))
+    prefix = f"{bed.prefix}ls"
+    hosts = testbeds.get("hosts")
+    with hosts.law_systems(list(SENDERS), Commands(None), prefix) as systems:
+        assert set(systems) == set(SENDERS)
+        seen = set()
+        for node, system in systems.items():
+            assert system.where == f"host {node}" and not system.local
+            # the host's own view of its interfaces (its namespace, directly) is what the System sees over SSH
+            over_ssh = system.run(["ip", "-br", "addr"]).stdout
+            assert over_ssh == bed.exec(node, ["ip", "-br", "addr"]).stdout
+            seen.add(over_ssh)
+        assert len(seen) == len(SENDERS)
+        assert list(Path("/tmp").glob(f"{prefix}-ssh-cc-*"))
+        assert subprocess.run(["pgrep", "-f", f"ControlPath=/tmp/{prefix}-ssh"], capture_output=True).stdout
+    assert not list(Path("/tmp").glob(f"{prefix}-ssh-cc-*"))
+    assert not subprocess.run(["pgrep", "-f", f"ControlPath=/tmp/{prefix}-ssh"], capture_output=True).stdout
+    with pytest.raises(InputError, match=r"^hosts testbed: node x9: no inventory host plays it"):
+        with hosts.law_systems(["s1", "x9"], Commands(None), prefix):
+            pass
+    assert not list(Path("/tmp").glob(f"{prefix}-*"))

@@ -25,7 +25,7 @@ import reproduce
 from conftest import CCRIG, ROOT
 from support.sshhosts import dumbbell_bed, switch_bed
 
-SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "sampler.py"
+SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "nodes" / "sampler.py"
 
 
 def topology(pairs=1, rate="10mbit", **extra):

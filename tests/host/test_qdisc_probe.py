@@ -13,6 +13,7 @@ import pytest
 
 import absent
 from ccrig.commands import Commands
+from ccrig import qdiscs
 from ccrig.qdiscs import probe
 
 pytestmark = pytest.mark.host
@@ -21,10 +22,9 @@ PREFIX = os.environ.get("CCRIG_TEST_PREFIX", "ccrig-t")
 RELEASE = os.uname().release
 ROOT = Path(__file__).resolve().parents[2]
 
-# the Kconfig symbol that builds each discipline (pfifo/bfifo come with the scheduler itself)
-CONFIG = {"pfifo": "NET_SCHED", "bfifo": "NET_SCHED", "red": "NET_SCH_RED", "fq": "NET_SCH_FQ",
-          "sfq": "NET_SCH_SFQ", "drr": "NET_SCH_DRR", "fq_codel": "NET_SCH_FQ_CODEL", "codel": "NET_SCH_CODEL",
-          "pie": "NET_SCH_PIE", "htb": "NET_SCH_HTB", "tbf": "NET_SCH_TBF", "netem": "NET_SCH_NETEM"}
+# the Kconfig symbol that builds each discipline, as its module declares it, and the link disciplines'
+CONFIG = {**{kind: cls.kconfig for kind, cls in qdiscs.available().items()},
+          "htb": "NET_SCH_HTB", "tbf": "NET_SCH_TBF", "netem": "NET_SCH_NETEM"}
 
 
 @pytest.fixture(scope="module")

@@ -137,14 +137,17 @@ def test_a_killed_study_resumes_keeping_its_finished_specs(tmp_path):
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     state_path = None
-    while time.monotonic() < deadline:   # wait until the first spec is done and the second has started
+    # wait until the first spec is done and the second has started: its run directory holds its summary.json
+    # (what a resume continues from; a study stopped before it has no run of that spec to continue)
+    while time.monotonic() < deadline:
         found = list(out.glob("*/study.json")) if out.exists() else []
         if found:
             state_path = found[0]
             specs = json.loads(state_path.read_text())["specs"]
-            if specs["one"]["status"] == "done" and specs["sweep"]["status"] == "running":
+            if (specs["one"]["status"] == "done" and specs["sweep"]["status"] == "running"
+                    and list(state_path.parent.glob("runs/sweep-*/summary.json"))):
                 break
-        time.sleep(0.2)
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -4,7 +4,7 @@ import pytest
 
 from ccrig.errors import InputError
 from ccrig.experiments.spec import validate
-from ccrig.qdiscs import Pfifo
+from ccrig.qdiscs.fifo import Pfifo
 from ccrig.qdiscs.shaper import gso_mtu, shaped_argv
 from ccrig.topologies.links import egress_argv
 from ccrig.topologies.topology import Egress

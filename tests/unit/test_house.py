@@ -202,7 +202,7 @@ def test_no_reference_to_documents_the_repository_does_not_hold():
 
 def test_comments_give_reasons_not_issue_numbers():
     import re
-    # a comment or docstring that cites the tracker in place of the reason ("issue 14: ...", "(issue 17)")
+    # a comment or docstring that cites the tracker in place of the reason ("issue 14: ...", "")
     rx = re.compile(r"(#[^\n]*|\"\"\"[^\"]*?)\b[Ii]ssues? [1-9][0-9]?\b(?![0-9])")
     bad = [f"{p.relative_to(ROOT)}: {m.group(0)[:60]}" for p, text in _tracked_text().items()
            if p.suffix in (".py", ".c", ".h") for m in rx.finditer(text)]

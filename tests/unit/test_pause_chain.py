@@ -6,7 +6,7 @@ from pydantic import ValidationError
 
 from ccrig.errors import InputError
 from ccrig.units import Rate
-from ccrig.qdiscs import Pfifo
+from ccrig.qdiscs.fifo import Pfifo
 from ccrig.topologies import SPECS
 from ccrig.topologies.named.pause_chain import PauseChainSpec
 

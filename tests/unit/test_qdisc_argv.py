@@ -4,7 +4,14 @@ import pytest
 from ccrig.errors import InputError
 from ccrig.experiments.spec import validate
 from ccrig.units import Size
-from ccrig.qdiscs import KINDS, Bfifo, Codel, Drr, Fq, FqCodel, Pfifo, Pie, Red, Sfq, from_spec
+from ccrig import qdiscs
+from ccrig.qdiscs import from_spec
+from ccrig.qdiscs.codel import Codel, FqCodel
+from ccrig.qdiscs.drr import Drr
+from ccrig.qdiscs.fifo import Bfifo, Pfifo
+from ccrig.qdiscs.fq import Fq, Sfq
+from ccrig.qdiscs.pie import Pie
+from ccrig.qdiscs.red import Red
 from ccrig.qdiscs.shaper import shaped_argv
 
 MTU = 1500
@@ -17,11 +24,12 @@ def args(q, buffer=PKT100, rate=10e6):
 
 
 def test_every_kind_is_registered_with_its_module():
-    assert set(KINDS) == {"pfifo", "bfifo", "red", "fq", "sfq", "drr", "fq_codel", "codel", "pie"}
-    for kind, cls in KINDS.items():
+    kinds = qdiscs.available()
+    assert set(kinds) == {"pfifo", "bfifo", "red", "fq", "sfq", "drr", "fq_codel", "codel", "pie"}
+    for kind, cls in kinds.items():
         assert cls().kind == kind
-        assert cls.module.startswith("sch_")
-    assert KINDS["fq_codel"].module == "sch_fq_codel" and KINDS["red"].module == "sch_red"
+        assert cls.module.startswith("sch_") and cls.kconfig.startswith("NET_SCH")
+    assert kinds["fq_codel"].module == "sch_fq_codel" and kinds["red"].module == "sch_red"
 
 
 # --- drop-tail ---------------------------------------------------------------------------------------
@@ -236,7 +244,7 @@ def test_aqm_rejects(kind, raw, field, value):
 # --- the spec's view ------------------------------------------------------------------------------------
 
 def test_unknown_kind_and_unknown_field():
-    with pytest.raises(InputError, match=r"qdisc\.kind: got 'wfq'; expected one of pfifo, bfifo, red"):
+    with pytest.raises(InputError, match=r"qdisc\.kind: got 'wfq'; expected one of bfifo, codel, drr, fq, fq_codel, pfifo, pie, red, sfq"):
         from_spec("wfq")
     with pytest.raises(InputError, match=r"qdisc\.thresh: unknown field for red; expected one of: limit"):
         from_spec({"kind": "red", "thresh": 3})
@@ -248,10 +256,10 @@ def _spec(qdisc, **extra):
             "flows": [{"count": 2}], "duration": "5s", **extra}
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", qdiscs.kinds())
 def test_spec_short_form_names_every_kind(kind):
     exp = validate(_spec(kind), "spec")
-    assert exp.topology.bottleneck.qdisc == KINDS[kind]()
+    assert exp.topology.bottleneck.qdisc == qdiscs.get(kind)()
 
 
 def test_spec_long_form_and_errors():

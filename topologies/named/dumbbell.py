@@ -23,7 +23,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 from ccrig.errors import field_error
 from ccrig.fields import RateField, RatioField, SizeField, TimeField, count_range
 from ccrig.units import RATE_RANGE, UnitError, buffer_problem, check_bps
-from ccrig.qdiscs import Pfifo, qdisc_union
+from ccrig.qdiscs import qdisc_union
+from ccrig.qdiscs.fifo import Pfifo
 from ..delayline import check_room
 from ..loss import GilbertElliott, LossModel
 from ..topology import Egress, Topology

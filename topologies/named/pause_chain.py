@@ -25,7 +25,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, fi
 from ccrig.errors import field_error
 from ccrig.fields import RateField, SizeField, TimeField
 from ccrig.units import Rate, Size, UnitError, buffer_problem, parse_rate, wire_bytes
-from ccrig.qdiscs import Pfifo
+from ccrig.qdiscs.fifo import Pfifo
 from .dumbbell import MtuField, PairCount, check_rate, check_rtt
 from ..pause.agent.controller import MAX_QUANTA
 from ..topology import Egress, Topology

@@ -18,6 +18,9 @@ def _testbed_of(module) -> dict[str, type[Testbed]]:
 
 KINDS = Kinds(__name__, __path__, _testbed_of, "testbed")
 
+# `testbed: auto`: the first where the running kernel has everything a spec needs, else the second
+AUTO_HERE, AUTO_ELSEWHERE = "netns", "vm"
+
 
 def kinds() -> list[str]:
     """Every testbed's name, available here or not."""
@@ -32,3 +35,9 @@ def available() -> dict[str, type[Testbed]]:
 def get(kind: str, field: str = "testbed") -> type[Testbed]:
     """The testbed class of a kind; a name that is unknown, or whose module is missing here, is an input error."""
     return KINDS.get(kind, field)
+
+
+def of(testbed: str) -> type[Testbed]:
+    """The testbed class a spec's `testbed:` names; `auto` as this machine's choice (AUTO_HERE) until preflight
+    decides it."""
+    return get(AUTO_HERE if testbed == "auto" else testbed)

@@ -21,7 +21,9 @@ import time
 
 import pytest
 
-from ccrig.qdiscs import KINDS, Red, stats
+from ccrig import qdiscs
+from ccrig.qdiscs import stats
+from ccrig.qdiscs.red import Red
 from support.dumbbell import Dumbbell
 
 
@@ -39,7 +41,7 @@ def leaf_sent(d: Dumbbell) -> int:
     return d.leaf()["sent_packets"]
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", qdiscs.kinds())
 def test_installs_under_the_shaper_and_carries_traffic(bench, kind):
     bench.install(kind)
     rows = bench.rows()

@@ -32,6 +32,7 @@ Before changing a host, up() writes the commands that undo it to undo.sh in the 
     ssh.py         one SSH connection per host (SshHost, a ccrig.commands.Node), checks shared with provisioning
     undo.py        what a run changed on each host and the commands that put it back (UndoJournal, undo.sh)
     clean.py       what killed runs left: SSH masters here, processes, directories and settings on the hosts
+    hooks.py       what the orchestration asks beyond a topology: where laws load, the inventory's clean
     testbed.py     HostsTestbed
 """
 from __future__ import annotations

@@ -20,6 +20,7 @@ from ...links import egress_argv
 from ...testbed import Testbed
 from ...topology import Interface, Topology
 from .clean import close_ssh_connections
+from .hooks import HostsHooks
 from .inventory import BOTTLENECK_MODES, PROJECT, Inventory, InventoryHost, inventory_path
 from .ssh import SshHost, close_all, connect_all, unplayable
 from .undo import UNDO_SCRIPT, UndoJournal, offloads, run_dir
@@ -41,7 +42,7 @@ class _Port:
     prefix: int
 
 
-class HostsTestbed(Testbed):
+class HostsTestbed(HostsHooks, Testbed):
     kind = "hosts"
     real_nics = True
     remote = True

@@ -158,6 +158,7 @@ class VmTestbed(Testbed):
     kind = "vm"
     options = VmOptions
     elsewhere = True
+    inner = "netns"
     gso = True   # the guest's netns testbed builds it
 
     @classmethod
@@ -181,6 +182,18 @@ class VmTestbed(Testbed):
             raise RunError(f"the run in the vm ({r.kernel.release}, {r.accel}) wrote no run directory; "
                            f"its output is above (exit status {r.status})")
         return r
+
+    @classmethod
+    def run_specs_elsewhere(cls, args: list[str], out_root: Path, options: VmOptions | None, timeout: float,
+                            name: str) -> tuple[int, Callable[[Path], None]]:
+        """`ccrig ARGS` in one guest (a study's specs together: one boot, not one per spec, as a TCG boot costs
+        20-30 s); each run directory it wrote is then marked with the guest's kernel and mode (record_vm)."""
+        options = options or VmOptions()
+        status, kernel, mode = run_ccrig(args, out_root, options, timeout=timeout, name=name)
+
+        def mark(run_dir: Path) -> None:
+            record_vm(run_dir, kernel, mode, options, [_ccrig(), *args])
+        return status, mark
 
     def up(self) -> None:
         raise RunError("the vm testbed runs in a guest kernel (run_experiment), not in this process")
