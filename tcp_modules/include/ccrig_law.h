@@ -126,7 +126,7 @@ static inline u64 ccrig_div(u64 a, u64 b)
 }
 
 #ifndef CCRIG_LAW_FILE
-#error "CCRIG_LAW_FILE: not defined; expected the family's C law, e.g. -DCCRIG_LAW_FILE='\"../families/poly.h\"'"
+#error "CCRIG_LAW_FILE: not defined; expected the family's C law as a quoted path from include/, e.g. ../families/poly.h"
 #endif
 #include CCRIG_LAW_FILE
 
