@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .families import FAMILIES, PRESETS, family_of
+from .families import FAMILIES, PRESETS
 from .families._family import CAP, FP, MIN_CWND, ONE, LawBase, quantize
 from .families.alphabeta import AlphaBeta, friendly_alpha
 from .families.poly import EXP_MAX, EXP_MIN, TERMS_MAX, Poly
 
-__all__ = ["FAMILIES", "PRESETS", "family_of", "CAP", "FP", "MIN_CWND", "ONE", "quantize", "AlphaBeta",
+__all__ = ["FAMILIES", "PRESETS", "CAP", "FP", "MIN_CWND", "ONE", "quantize", "AlphaBeta",
            "friendly_alpha", "Poly", "EXP_MIN", "EXP_MAX", "TERMS_MAX", "Law", "State", "on_ack", "on_loss",
            "loss_window_at", "on_rtt"]
 

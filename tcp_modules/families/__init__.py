@@ -41,7 +41,3 @@ def _discover() -> dict[str, Family]:
 
 FAMILIES: dict[str, Family] = _discover()
 PRESETS = {name: law for fam in FAMILIES.values() for name, law in fam.presets.items()}
-
-
-def family_of(law) -> Family:
-    return FAMILIES[law.law]

@@ -206,8 +206,10 @@ class Family:
                 out.append(f"{where}: an int needs lo and hi (terms: lo >= 0)")
         if not (len(self.letter) == 1 and self.letter.isascii() and self.letter.isalnum() and self.letter.islower()):
             out.append(f"family {self.name}: letter {self.letter!r} must be one lower-case letter or digit")
+        # it names C identifiers and the module, whose name the kernel holds in 56 bytes (MODULE_NAME_LEN)
         if not self.name.isidentifier() or len(self.module) > 55:
-            out.append(f"family {self.name}: the name must be an identifier (it names tcp_{self.name})")
+            out.append(f"family {self.name}: the name must be an identifier of at most 51 characters "
+                       f"(it names module tcp_{self.name})")
         for n in [*self.presets, self.tunable]:
             if len(n) > 15:
                 out.append(f"family {self.name}: name {n!r} is longer than 15 characters (TCP_CA_NAME_MAX)")
