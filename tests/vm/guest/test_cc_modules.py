@@ -43,10 +43,13 @@ def kmod_dir(tmp_path_factory):
     if _built_for_this_kernel(TCP_MODULES / "kmod"):
         return TCP_MODULES / "kmod"
     work = tmp_path_factory.mktemp("ccrig-kmod")
-    for sub in ("kmod", "include"):
-        shutil.copytree(TCP_MODULES / sub, work / sub, ignore=shutil.ignore_patterns("*.o", "*.ko", "*.mod*", ".*"))
+    # the families' descriptors and C laws too: the Makefile writes each module's source from them
+    for sub in ("kmod", "include", "families"):
+        shutil.copytree(TCP_MODULES / sub, work / sub,
+                        ignore=shutil.ignore_patterns("*.o", "*.ko", "*.mod*", ".*", "__pycache__"))
+    shutil.copy2(TCP_MODULES / "Makefile", work / "Makefile")
     kdir = Path("/lib/modules") / platform.release() / "build"
-    out = subprocess.run(["make", "-C", str(kdir), f"M={work / 'kmod'}", "modules"], capture_output=True, text=True,
+    out = subprocess.run(["make", "-C", str(work), "modules", f"KDIR={kdir}"], capture_output=True, text=True,
                          timeout=1200)
     assert out.returncode == 0, f"building the modules against {kdir} failed:\n{out.stdout[-1500:]}{out.stderr[-1500:]}"
     return work / "kmod"
