@@ -1,7 +1,8 @@
-"""The BPF form of a law: a variant of build/tcp_{alphabeta,poly}.bpf.o registered with `bpftool struct_ops
-register`, any number of parameterisations, each under a generated name `cr{a|p}_{PPPP}_{HHHHHH}`: a for
-alphabeta, p for poly, PPPP four hex digits of the manager's prefix, HHHHHH six of the parameters (and of the
-host, on a remote system) — recognisable by cleanup, at most 15 characters (TCP_CA_NAME_MAX).
+"""The BPF form of a law: a variant of its family's build/tcp_NAME.bpf.o registered with `bpftool struct_ops
+register`, any number of parameterisations, each under a generated name `cr{L}_{PPPP}_{HHHHHH}`: L the family's
+letter (its descriptor's: a for alphabeta, p for poly), PPPP four hex digits of the manager's prefix, HHHHHH six
+of the parameters (and of the host, on a remote system) — recognisable by cleanup, at most 15 characters
+(TCP_CA_NAME_MAX).
 
 Variants are always made here, from this machine's build: the objects are CO-RE, so one build serves every
 kernel with BTF; a host's variant is shipped there. Each host's variants carry the host's name in their
@@ -18,12 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import bpfobj, laws
+from .families import FAMILIES
 from .loaded import Loaded, record
 from .systems import HERE, System, as_system
 
 BUILD = HERE / "build"
 BTF = Path("/sys/kernel/btf/vmlinux")
-NAME_RE = re.compile(r"^cr([ap])_([0-9a-f]{4})_([0-9a-f]{6})$")
+# any letter, not only today's families': cleanup still finds a variant of a family since removed
+NAME_RE = re.compile(r"^cr([a-z0-9])_([0-9a-f]{4})_([0-9a-f]{6})$")
 
 
 def prefix_tag(prefix: str) -> str:
@@ -34,7 +37,7 @@ def generated_name(prefix: str, law: laws.Law, host: str = "") -> str:
     """cr{a|p}_{prefix tag}_{parameter tag}: the same parameters under one prefix (on one host) get the same
     name; on another host another name, with the same prefix tag."""
     params = json.dumps(law.params(), sort_keys=True) + (f"@{host}" if host else "")
-    return f"cr{law.law[0]}_{prefix_tag(prefix)}_{hashlib.sha1(params.encode()).hexdigest()[:6]}"
+    return f"cr{FAMILIES[law.law].letter}_{prefix_tag(prefix)}_{hashlib.sha1(params.encode()).hexdigest()[:6]}"
 
 
 def struct_ops_maps(system) -> list[tuple[int, str]]:

@@ -1,9 +1,10 @@
 """Makes one BPF congestion-control variant out of a compiled object, without a compiler.
 
-tcp_alphabeta.bpf.o and tcp_poly.bpf.o each carry a parameter block (`struct ccrig_params` in .rodata,
-found by its magic number) and a 15-character placeholder ops name. A variant is a copy of the object with
+Each family's tcp_NAME.bpf.o (bpf/ccrig_family.bpf.c built with the family's C law) carries a parameter block
+(`struct ccrig_params` in .rodata, found by its magic number) and a 15-character placeholder ops name. A variant is a copy of the object with
 both replaced; `bpftool struct_ops register` then loads it (the verifier sees the patched values, which
-are const volatile). The layout here must match include/ccrig_law.h.
+are const volatile). The layout here must match include/ccrig_law.h; a family's declared parameters go into
+the slots they name (families/_family.py), unused slots keep their defaults.
 """
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ import struct
 from pathlib import Path
 
 from . import laws
+from .families import FAMILIES
+from .families._family import SLOT_DEFAULTS
 
 MAGIC = 0x3170617267697263
 # magic, alpha, beta (u64, Q20), k, l (s32), terms, per_ack, law, halve_first (u32; the header's former pad,
 # so objects built before it read 0 there: off)
 PARAMS = struct.Struct("<QQQiiIIII")
-LAW_CODE = {"alphabeta": 1, "poly": 2}
-PLACEHOLDER = {"alphabeta": b"ccrig@ab@templ@", "poly": b"ccrig@po@templ@"}
-OBJECT = {"alphabeta": "tcp_alphabeta.bpf.o", "poly": "tcp_poly.bpf.o"}
+LAW_CODE = {name: fam.code for name, fam in FAMILIES.items()}
+PLACEHOLDER = b"ccrig@variant@@"      # bpf/ccrig_family.bpf.c's ops name
+OBJECT = {name: fam.bpf_object for name, fam in FAMILIES.items()}
 
 
 class ObjectError(Exception):
@@ -34,10 +37,11 @@ def _find_once(data: bytes, needle: bytes, what: str, path: Path) -> int:
 
 
 def pack_params(law: laws.Law) -> bytes:
-    p = law.params()
-    return PARAMS.pack(MAGIC, laws.quantize(p["alpha"]), laws.quantize(p["beta"]), p.get("k", 0), p.get("l", 1),
-                       p.get("terms", 1), int(p.get("per_ack", False)), LAW_CODE[p["law"]],
-                       int(p.get("halve_first", False)))
+    s = dict(SLOT_DEFAULTS)
+    for p in FAMILIES[law.law].params:
+        s[p.slot] = getattr(law, p.name)
+    return PARAMS.pack(MAGIC, laws.quantize(s["alpha"]), laws.quantize(s["beta"]), s["k"], s["l"], s["terms"],
+                       int(s["per_ack"]), LAW_CODE[law.law], int(s["halve_first"]))
 
 
 def variant(template: Path, law: laws.Law, name: str) -> bytes:
@@ -47,9 +51,8 @@ def variant(template: Path, law: laws.Law, name: str) -> bytes:
     data = bytearray(template.read_bytes())
     i = _find_once(data, struct.pack("<Q", MAGIC), "parameter block", template)
     data[i:i + PARAMS.size] = pack_params(law)
-    placeholder = PLACEHOLDER[law.law]
-    j = _find_once(data, placeholder, f"name placeholder {placeholder.decode()}", template)
-    data[j:j + len(placeholder)] = name.encode().ljust(len(placeholder), b"\0")
+    j = _find_once(data, PLACEHOLDER, f"name placeholder {PLACEHOLDER.decode()}", template)
+    data[j:j + len(PLACEHOLDER)] = name.encode().ljust(len(PLACEHOLDER), b"\0")
     return bytes(data)
 
 

@@ -1,6 +1,7 @@
-"""The kernel-module form of a law: the tcp_alphabeta / tcp_poly modules, built against
-/lib/modules/$(uname -r)/build and inserted; presets by their own names, one other parameterisation per law
-through ab_param / poly_param (module parameters, which a connection reads when it starts).
+"""The kernel-module form of a law: its family's module tcp_NAME (tcp_alphabeta, tcp_poly, ...), built against
+/lib/modules/$(uname -r)/build and inserted; presets by their own names, one other parameterisation per family
+through its tunable instance (ab_param, poly_param, ...: module parameters, which a connection reads when it
+starts). Names and parameters are the families' descriptors' (families/).
 
 On this machine the modules are built here when missing (Kbuild's output, tcp_modules/kmod); on a host they are
 the ones the `tcp_modules` Ansible role built there (its tcp_modules_dir). Modules holds what one manager
@@ -14,14 +15,14 @@ from pathlib import Path
 
 from ccrig.errors import RunError
 from . import laws
+from .families import FAMILIES
 from .loaded import Loaded, record
 from .spec import preset_of
 from .systems import System
 
-MODULE = {"alphabeta": "tcp_alphabeta", "poly": "tcp_poly"}
-PARAM_INSTANCE = {"alphabeta": "ab_param", "poly": "poly_param"}
-MODULE_PARAMS = {"alphabeta": ("alpha", "beta"),
-                 "poly": ("alpha", "beta", "k", "l", "terms", "per_ack", "halve_first")}
+MODULE = {name: fam.module for name, fam in FAMILIES.items()}
+PARAM_INSTANCE = {name: fam.tunable for name, fam in FAMILIES.items()}
+MODULE_PARAMS = {name: tuple(p.name for p in fam.params) for name, fam in FAMILIES.items()}
 
 
 def rmmod(s: System, module: str, tries: int = 20) -> bool:
@@ -51,7 +52,7 @@ class Modules:
         self.saved_params: dict[str, dict] = {}     # module -> parameter values it found, to restore
 
     def built(self) -> bool:
-        """Both modules are built, for this kernel (modinfo's vermagic starts with its release)."""
+        """Every family's module is built, for this kernel (modinfo's vermagic starts with its release)."""
         s = self.s
         for module in MODULE.values():
             ko = self.kmod_dir / f"{module}.ko"

@@ -2,9 +2,9 @@
 
 Each cc value (see spec.py) takes one of three forms:
 - builtin: a name the kernel offers (tcp_available_congestion_control), or a kernel module tcp_NAME it can load;
-- kmod: the tcp_alphabeta / tcp_poly kernel modules (kmod.py): presets by their own names, one other
-  parameterisation per law;
-- bpf: a variant of the laws' BPF struct_ops objects (bpf.py), any number of parameterisations, each under a
+- kmod: the families' kernel modules, tcp_NAME (kmod.py): presets by their own names, one other
+  parameterisation per family;
+- bpf: a variant of the families' BPF struct_ops objects (bpf.py), any number of parameterisations, each under a
   generated name.
 
 `prefer` auto takes kmod where the kernel loads modules and has headers, BPF otherwise. What is loaded is

@@ -1,12 +1,15 @@
-"""Shared test vectors: what the floating-point reference (laws.py) says, for the C core to be checked against.
+"""Shared test vectors: what a family's floating-point reference says, for its C law (with the core) to be
+checked against. One file per family, beside its descriptor: families/NAME.vectors.json.
 
-    .venv/bin/python -m tcp_modules.vectors        # rewrites tcp_modules/vectors.json
+    .venv/bin/python -m ccrig.tcp_modules.vectors            # rewrites every family's vectors
+    .venv/bin/python -m ccrig.tcp_modules.vectors NAME       # one family's
 
-Every preset and a seeded set of random parameterisations of both families (k, l over their whole range,
-1..4 terms, per-ACK and per-RTT increase, with and without the halving at the first loss) give: I(W), the
-window after a connection's first loss and after a later one for windows from 1 to 10^5, and a trajectory of
-ACK and loss steps from a connection's start. Each step records its input state (window, accumulator, whether
-a loss came before), so the C harness replays it from the reference's state (no drift from earlier steps) and
+Every preset, the family's extra cases and a seeded set of its random parameterisations (the descriptor's
+sample(): for poly k, l over their whole range, 1..4 terms, per-ACK and per-RTT increase, with and without the
+halving at the first loss) give: I(W), the window after a connection's first loss and after a later one for
+windows from 1 to 10^5, and a trajectory of ACK and loss steps from a connection's start. Each step records its
+input state (window, accumulator, whether a loss came before), so the C harness replays it from the
+reference's state (no drift from earlier steps; the accumulator rounded to what the core holds, 2^-20) and
 compares the resulting real-valued window.
 
 Tolerance, applied to every compared value v (an increase, a post-loss window, a window after a step):
@@ -15,35 +18,37 @@ Tolerance, applied to every compared value v (an increase, a post-loss window, a
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
+import sys
 from pathlib import Path
 
 from . import laws
+from .families import FAMILIES
+from .families._family import SLOT_DEFAULTS, Family
 
-PATH = Path(__file__).with_name("vectors.json")
 REL = 1e-4
 ABS = 2e-5
 WINDOWS = [1, 2, 3, 4, 5, 7, 10, 16, 25, 40, 64, 100, 160, 250, 400, 1000, 4000, 10000, 100000]
 SEED = 3
-# the cases with the first-loss halving draw from their own generator, so every case that existed before the
-# option keeps its parameters and trajectory
-SEED_HALVE_FIRST = 4
 
 
 def _params(law) -> dict:
-    d = law.params()
-    d.setdefault("halve_first", False)
-    d["alpha_q"] = laws.quantize(d["alpha"])
-    d["beta_q"] = laws.quantize(d["beta"])
-    return d
+    """The law's parameters, and its parameter block's slots as the harness feeds them to the core."""
+    slots = dict(SLOT_DEFAULTS)
+    for p in FAMILIES[law.law].params:
+        slots[p.slot] = getattr(law, p.name)
+    return {**law.params(), "slots": {**slots, "alpha": laws.quantize(slots["alpha"]),
+                                      "beta": laws.quantize(slots["beta"]), "code": FAMILIES[law.law].code}}
 
 
 def _trajectory(law, rng: random.Random, steps: int = 60) -> list:
     s = laws.State(cwnd=rng.choice([2, 4, 10, 30]), acc=0.0)
     out = []
     for _ in range(steps):
+        # the input state as the core can hold it (acc in units of 2^-20): a float that missed a boundary by
+        # 1e-14 (116.99999999999999 for 117) would otherwise sit a whole segment from the core's exact one
+        s = laws.State(s.cwnd, round(s.acc * laws.ONE) / laws.ONE, s.seen_loss)
         if rng.random() < 0.12:
             n = laws.on_loss(law, s)
             out.append(["loss", s.cwnd, s.acc, 0, n.window, int(s.seen_loss)])
@@ -71,34 +76,12 @@ def _case(name: str, law, rng: random.Random) -> dict:
     }
 
 
-def _random_law(rng: random.Random):
-    alpha = round(10 ** rng.uniform(-1.3, 1.3), 6)
-    beta = round(rng.uniform(0.02, 0.98), 6)
-    if rng.random() < 0.3:
-        return laws.AlphaBeta(alpha, beta)
-    return laws.Poly(k=rng.randint(laws.EXP_MIN, laws.EXP_MAX), l=rng.randint(laws.EXP_MIN, laws.EXP_MAX),
-                     terms=rng.randint(1, laws.TERMS_MAX), alpha=alpha, beta=beta,
-                     per_ack=rng.random() < 0.2)
-
-
-def _random_halving_law(rng: random.Random) -> laws.Poly:
-    law = _random_law(rng)
-    while not isinstance(law, laws.Poly):
-        law = _random_law(rng)
-    return dataclasses.replace(law, halve_first=True)
-
-
-def generate(n_random: int = 60, n_halving: int = 12) -> dict:
-    rng, rng_h = random.Random(SEED), random.Random(SEED_HALVE_FIRST)
-    cases = [_case(name, law, rng_h if getattr(law, "halve_first", False) else rng)
-             for name, law in laws.PRESETS.items()]
-    cases += [_case("poly_aimd_per_ack", laws.Poly(0, 1, 1, per_ack=True), rng)]
-    cases += [_case(f"random{i:02d}", _random_law(rng), rng) for i in range(n_random)]
-    # Table 1's PIPD row as it stands (alpha 1, beta 1/2) with the paper's first-loss halving, then random ones
-    cases += [_case("poly_pipd_halve_first", laws.Poly(1, 1, 2, halve_first=True), rng_h)]
-    cases += [_case(f"halving{i:02d}", _random_halving_law(rng_h), rng_h) for i in range(n_halving)]
+def generate(fam: Family) -> dict:
+    rng = random.Random(f"{SEED}-{fam.name}")
+    cases = [_case(name, law, rng) for name, law in (*fam.presets.items(), *fam.vector_cases.items())]
+    cases += [_case(f"random{i:02d}", fam.sample(rng), rng) for i in range(fam.n_random)]
     return {
-        "about": "reference values of tcp_modules/laws.py for the C core (see tcp_modules/vectors.py)",
+        "about": f"reference values of tcp_modules/families/{fam.name}.py for its C law (see tcp_modules/vectors.py)",
         "fp": laws.FP,
         "cap_segments": laws.CAP,
         "tolerance": {"rel": REL, "abs": ABS},
@@ -108,10 +91,17 @@ def generate(n_random: int = 60, n_halving: int = 12) -> dict:
     }
 
 
-def main() -> None:
-    PATH.write_text(json.dumps(generate(), indent=None, separators=(",", ":")) + "\n")
-    print(f"wrote {PATH}")
+def write(fam: Family) -> Path:
+    fam.vectors.write_text(json.dumps(generate(fam), indent=None, separators=(",", ":")) + "\n")
+    return fam.vectors
+
+
+def main(names: list[str]) -> None:
+    for name in names or FAMILIES:
+        if name not in FAMILIES:
+            raise SystemExit(f"family: got {name!r}; expected one of {', '.join(FAMILIES)}")
+        print(f"wrote {write(FAMILIES[name])}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

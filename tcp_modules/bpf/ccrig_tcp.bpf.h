@@ -2,7 +2,7 @@
 /*
  * The struct_ops glue around the fixed-point core (../include/ccrig_law.h): Reno's slow start and
  * cwnd-limited test, then the core's increase in congestion avoidance and its decrease in ssthresh.
- * Included by tcp_alphabeta.bpf.c and tcp_poly.bpf.c, which give the default parameters and the ops.
+ * Included by ccrig_family.bpf.c, which gives the default parameters and the ops.
  *
  * Each variant is this object with `ccrig_params` (.rodata, found by its magic number) and the ops' name
  * patched by the loader (tcp_modules/bpfobj.py), so any parameterisation registers without a compiler.

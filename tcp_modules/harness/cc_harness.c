@@ -1,9 +1,11 @@
 /*
- * cc_harness — checks the fixed-point core (include/ccrig_law.h) against the reference's vectors.
+ * cc_harness — checks the fixed-point core (include/ccrig_law.h) with one family's C law against that family's
+ * vectors. Built once per family: CCRIG_LAW_FILE names its law ("../families/NAME.h"; make -C tcp_modules harness
+ * makes build/cc_harness_NAME).
  *
- * Reads a line format on stdin (tests/unit/test_cc_core.py writes it from tcp_modules/vectors.json):
+ * Reads a line format on stdin (tests/unit/test_cc_core.py writes it from families/NAME.vectors.json):
  *   tol REL ABS
- *   case NAME LAW ALPHA_Q BETA_Q K L TERMS PER_ACK HALVE_FIRST     LAW: 1 alpha/beta, 2 poly
+ *   case NAME LAW ALPHA_Q BETA_Q K L TERMS PER_ACK HALVE_FIRST     the parameter block's slots; LAW the family's code
  *   inc W EXPECTED                                     I(W), segments per RTT
  *   loss W EXPECTED                                    window after a later loss at W (the law's decrease)
  *   first W EXPECTED                                   window after the connection's first loss at W

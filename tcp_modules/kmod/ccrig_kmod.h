@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The kernel-module glue around the fixed-point core (../include/ccrig_law.h), shared by tcp_alphabeta.c
- * and tcp_poly.c: each ops struct is embedded with its parameters, so one set of callbacks serves every
- * preset; the runtime-tunable instance copies the module parameters at connection start.
+ * The kernel-module glue around the fixed-point core (../include/ccrig_law.h), shared by every family's
+ * module (tcp_NAME.c, which ../families/gen.py writes from the family's descriptor): each ops struct is
+ * embedded with its parameters, so one set of callbacks serves every preset; the runtime-tunable instance
+ * copies the module parameters at connection start. The includer defines CCRIG_LAW_FILE.
  * Builds against kernel headers >= 5.10 (tcp_snd_cwnd() appeared in 5.19: provided here before that).
  */
 #ifndef CCRIG_KMOD_H
@@ -103,8 +104,9 @@ static u32 ccrig_undo_cwnd(struct sock *sk)
 /* A rational constant in Q20, rounded to nearest as laws.quantize() rounds */
 #define CCRIG_Q(num, den) ((((u64)(num) << CCRIG_FP) + (den) / 2) / (den))
 
-/* Module parameters as decimals ("0.3125"), held in Q20: the kernel has no floating point. */
-static int ccrig_parse_q20(const char *val, u64 *out)
+/* Module parameters as decimals ("0.3125"), held in Q20: the kernel has no floating point. Inline, so a
+ * family without a real parameter leaves them unused without a warning. */
+static inline int ccrig_parse_q20(const char *val, u64 *out)
 {
 	u64 ip = 0, fp = 0, scale = 1;
 	const char *s = val;
@@ -132,35 +134,22 @@ static int ccrig_parse_q20(const char *val, u64 *out)
 	return 0;
 }
 
-/* alpha: 0 < alpha <= 1000 segments per RTT */
-static int ccrig_param_set_alpha(const char *val, const struct kernel_param *kp)
+/* A real parameter within [lo, hi] in Q20, either end excluded when open: the family's declared range */
+static inline int ccrig_set_real(const char *val, const struct kernel_param *kp, u64 lo, u64 hi, bool lo_open,
+				 bool hi_open)
 {
 	u64 q;
 	int err = ccrig_parse_q20(val, &q);
 
 	if (err)
 		return err;
-	if (q == 0 || q > CCRIG_ALPHA_MAX)
+	if ((lo_open ? q <= lo : q < lo) || (hi_open ? q >= hi : q > hi))
 		return -ERANGE;
 	WRITE_ONCE(*(u64 *)kp->arg, q);
 	return 0;
 }
 
-/* beta: 0 < beta < 1 */
-static int ccrig_param_set_beta(const char *val, const struct kernel_param *kp)
-{
-	u64 q;
-	int err = ccrig_parse_q20(val, &q);
-
-	if (err)
-		return err;
-	if (q == 0 || q >= CCRIG_ONE)
-		return -ERANGE;
-	WRITE_ONCE(*(u64 *)kp->arg, q);
-	return 0;
-}
-
-static int ccrig_param_get_q20(char *buf, const struct kernel_param *kp)
+static inline int ccrig_param_get_q20(char *buf, const struct kernel_param *kp)
 {
 	u64 q = READ_ONCE(*(u64 *)kp->arg);
 	u64 frac = div64_u64((q & (CCRIG_ONE - 1)) * 1000000ULL + CCRIG_ONE / 2, CCRIG_ONE);
@@ -172,14 +161,17 @@ static int ccrig_param_get_q20(char *buf, const struct kernel_param *kp)
 	return sysfs_emit(buf, "%llu.%06llu\n", q >> CCRIG_FP, frac);
 }
 
-static const struct kernel_param_ops ccrig_alpha_ops = {
-	.set = ccrig_param_set_alpha,
-	.get = ccrig_param_get_q20,
-};
+/* An integer parameter (or a flag: 0..1) within [lo, hi] */
+static inline int ccrig_set_int(const char *val, const struct kernel_param *kp, int lo, int hi)
+{
+	int v, err = kstrtoint(val, 0, &v);
 
-static const struct kernel_param_ops ccrig_beta_ops = {
-	.set = ccrig_param_set_beta,
-	.get = ccrig_param_get_q20,
-};
+	if (err)
+		return err;
+	if (v < lo || v > hi)
+		return -ERANGE;
+	WRITE_ONCE(*(int *)kp->arg, v);
+	return 0;
+}
 
 #endif

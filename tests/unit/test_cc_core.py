@@ -1,7 +1,9 @@
-"""The fixed-point C core against the floating-point reference, and the presets against the papers.
+"""The fixed-point C core with each family's C law against the family's floating-point reference, and the
+presets against the papers.
 
-The C harness is compiled here with gcc (no other build step), fed tcp_modules/vectors.json and checks every
-value within the vectors' stated tolerance (|c - v| <= rel |v| + abs; see tcp_modules/vectors.py).
+The C harness is compiled here with gcc once per family (no other build step), fed the family's vectors
+(tcp_modules/families/NAME.vectors.json) and checks every value within the vectors' stated tolerance
+(|c - v| <= rel |v| + abs; see tcp_modules/vectors.py).
 """
 import dataclasses
 import json
@@ -12,76 +14,74 @@ import subprocess
 import pytest
 
 from ccrig.tcp_modules import laws, vectors
+from ccrig.tcp_modules.families import FAMILIES
 from ccrig.tcp_modules.laws import AlphaBeta, Poly, State
+from support import harness
 
-ROOT = vectors.PATH.parent
-LAW_CODE = {"alphabeta": 1, "poly": 2}
-
-
-def harness_input(v: dict) -> str:
-    lines = [f"tol {v['tolerance']['rel']!r} {v['tolerance']['abs']!r}"]
-    for c in v["cases"]:
-        p = c["params"]
-        lines.append(f"case {c['name']} {LAW_CODE[p['law']]} {p['alpha_q']} {p['beta_q']} {p.get('k', 0)} "
-                     f"{p.get('l', 0)} {p.get('terms', 1)} {int(p.get('per_ack', False))} "
-                     f"{int(p.get('halve_first', False))}")
-        lines += [f"inc {w} {x!r}" for w, x in c["increase"]]
-        lines += [f"loss {w} {x!r}" for w, x in c["loss"]]
-        lines += [f"first {w} {x!r}" for w, x in c["first"]]
-        for op, cwnd, acc, acked, x, seen in c["steps"]:
-            lines.append(f"ack {cwnd} {acc!r} {acked} {x!r}" if op == "ack"
-                         else f"lossstep {cwnd} {acc!r} {seen} {x!r}")
-    return "\n".join(lines) + "\n"
+ROOT = vectors.Path(vectors.__file__).parent
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    exe = tmp_path_factory.mktemp("harness") / "cc_harness"
-    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
-                    str(ROOT / "harness" / "cc_harness.c"), "-lm"], check=True)
-    return exe
+def harnesses(tmp_path_factory):
+    d = tmp_path_factory.mktemp("harness")
+    return {name: harness.build(ROOT, name, d / f"cc_harness_{name}") for name in FAMILIES}
 
 
-def run_harness(exe, text: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(exe)], input=text, capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_vectors_are_the_reference(name):
+    """Each family's vectors are what its reference says now (regenerate with python -m ccrig.tcp_modules.vectors)."""
+    fam = FAMILIES[name]
+    assert harness.load(fam.vectors) == json.loads(json.dumps(vectors.generate(fam)))
 
 
-def test_vectors_are_the_reference():
-    """vectors.json is what the reference says now (regenerate with python -m tcp_modules.vectors)."""
-    assert json.loads(vectors.PATH.read_text()) == json.loads(json.dumps(vectors.generate()))
-
-
-def test_c_core_matches_vectors(harness):
-    v = json.loads(vectors.PATH.read_text())
-    proc = run_harness(harness, harness_input(v))
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_c_core_matches_vectors(harnesses, name):
+    fam = FAMILIES[name]
+    v = harness.load(fam.vectors)
+    proc = harness.run(harnesses[name], v)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    n = sum(len(c["increase"]) + len(c["loss"]) + len(c["first"]) + len(c["steps"]) for c in v["cases"])
-    assert proc.stdout.strip().splitlines()[-1] == f"{n} passed, 0 failed"
-    # the vectors cover both laws, every exponent, every number of terms and the per-ACK option
-    params = [c["params"] for c in v["cases"]]
-    assert {p["law"] for p in params} == {"alphabeta", "poly"}
-    polys = [p for p in params if p["law"] == "poly"]
+    assert proc.stdout.strip().splitlines()[-1] == f"{harness.checks(v)} passed, 0 failed"
+    # every preset and the family's own cases are checked, and the random ones
+    names = [c["name"] for c in v["cases"]]
+    assert set(fam.presets) | set(fam.vector_cases) <= set(names)
+    assert sum(n.startswith("random") for n in names) == fam.n_random
+    assert {c["params"]["law"] for c in v["cases"]} == {name}
+
+
+def test_poly_vectors_cover_the_law():
+    """The polynomial vectors cover every exponent, every number of terms, the per-ACK option and the first-loss
+    halving, with trajectories passing through a first and a later loss."""
+    v = harness.load(FAMILIES["poly"].vectors)
+    polys = [c["params"] for c in v["cases"]]
     assert {p["k"] for p in polys} >= set(range(laws.EXP_MIN, laws.EXP_MAX + 1))
     assert {p["l"] for p in polys} >= set(range(laws.EXP_MIN, laws.EXP_MAX + 1))
     assert {p["terms"] for p in polys} == set(range(1, laws.TERMS_MAX + 1))
     assert any(p["per_ack"] for p in polys)
-    # and the first-loss halving: cases with it on whose trajectories pass through a first and a later loss
     halving = [c for c in v["cases"] if c["params"].get("halve_first")]
     assert {"poly_mimd_paper", "poly_pipd_paper", "poly_pipd_halve_first"} <= {c["name"] for c in halving}
-    assert all(c["params"]["halve_first"] is False for c in v["cases"] if c not in halving)
+    assert all(c["params"]["slots"]["halve_first"] is False for c in v["cases"] if c not in halving)
     assert sum(1 for c in halving for s in c["steps"] if s[0] == "loss" and s[5] == 0) >= 5
     assert sum(1 for c in halving for s in c["steps"] if s[0] == "loss" and s[5] == 1) >= 5
 
 
-def test_harness_catches_a_wrong_value(harness):
+def test_harness_catches_a_wrong_value(harnesses):
     """The check can fail: one expected value moved by 1 % is reported."""
-    v = json.loads(vectors.PATH.read_text())
+    v = harness.load(FAMILIES["alphabeta"].vectors)
     case = next(c for c in v["cases"] if c["name"] == "ab_smooth")
     case["loss"][5][1] *= 1.01
     v["cases"] = [case]
-    proc = run_harness(harness, harness_input(v))
+    proc = harness.run(harnesses["alphabeta"], v)
     assert proc.returncode == 1
     assert "FAIL ab_smooth loss window" in proc.stdout and ", 1 failed" in proc.stdout
+
+
+def test_a_family_is_checked_by_its_own_law(harnesses):
+    """Each harness holds one family's law: the polynomial vectors fed to the alphabeta build fail."""
+    v = harness.load(FAMILIES["poly"].vectors)
+    v["cases"] = [c for c in v["cases"] if c["name"] == "poly_pipd"]
+    assert harness.run(harnesses["poly"], v).returncode == 0
+    proc = harness.run(harnesses["alphabeta"], v)
+    assert proc.returncode == 1 and "FAIL poly_pipd" in proc.stdout
 
 
 # --- presets against the papers ----------------------------------------------------------------------------
@@ -236,7 +236,7 @@ def test_fraction_survives_a_loss():
 def test_bpf_parameter_block_layout_matches_the_header(tmp_path):
     """tcp_modules/bpfobj.py patches `struct ccrig_params` inside compiled BPF objects: its packing must be
     the header's layout (offsets, size) and its magic the header's."""
-    from ccrig.tcp_modules import bpfobj
+    from ccrig.tcp_modules import bpfobj   # lazy: only this test reads the loader's packing
     src = tmp_path / "layout.c"
     src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include <stdint.h>\n'
                    'typedef uint32_t u32; typedef uint64_t u64; typedef int32_t s32;\n'
@@ -248,7 +248,7 @@ def test_bpf_parameter_block_layout_matches_the_header(tmp_path):
                    ' offsetof(struct ccrig_params, law), offsetof(struct ccrig_params, halve_first),'
                    ' (unsigned long long)CCRIG_MAGIC); return 0; }\n')
     exe = tmp_path / "layout"
-    subprocess.run(["gcc", "-o", str(exe), str(src)], check=True)
+    subprocess.run(["gcc", '-DCCRIG_LAW_FILE="../families/alphabeta.h"', "-o", str(exe), str(src)], check=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     assert [int(x) for x in out[:9]] == [bpfobj.PARAMS.size, 8, 16, 24, 28, 32, 36, 40, 44]
     assert int(out[9], 16) == bpfobj.MAGIC

@@ -12,7 +12,6 @@ import json
 import platform
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from ccrig.tcp_modules.kmod import MODULE
 from ccrig.tcp_modules.manager import CcManager
 from ccrig.tcp_modules.systems import available, module_loaded
+from support.wait import listening
 
 ROOT = Path(__file__).resolve().parents[3]
 TCP_MODULES = ROOT / "tcp_modules"
@@ -43,10 +43,13 @@ def kmod_dir(tmp_path_factory):
     if _built_for_this_kernel(TCP_MODULES / "kmod"):
         return TCP_MODULES / "kmod"
     work = tmp_path_factory.mktemp("ccrig-kmod")
-    for sub in ("kmod", "include"):
-        shutil.copytree(TCP_MODULES / sub, work / sub, ignore=shutil.ignore_patterns("*.o", "*.ko", "*.mod*", ".*"))
+    # the families' descriptors and C laws too: the Makefile writes each module's source from them
+    for sub in ("kmod", "include", "families"):
+        shutil.copytree(TCP_MODULES / sub, work / sub,
+                        ignore=shutil.ignore_patterns("*.o", "*.ko", "*.mod*", ".*", "__pycache__"))
+    shutil.copy2(TCP_MODULES / "Makefile", work / "Makefile")
     kdir = Path("/lib/modules") / platform.release() / "build"
-    out = subprocess.run(["make", "-C", str(kdir), f"M={work / 'kmod'}", "modules"], capture_output=True, text=True,
+    out = subprocess.run(["make", "-C", str(work), "modules", f"KDIR={kdir}"], capture_output=True, text=True,
                          timeout=1200)
     assert out.returncode == 0, f"building the modules against {kdir} failed:\n{out.stdout[-1500:]}{out.stderr[-1500:]}"
     return work / "kmod"
@@ -103,12 +106,15 @@ def test_iperf3_flow_uses_the_module(loaded, ns_pair_shared, commands, which):
     p = ns_pair_shared
     server = commands.popen(["iperf3", "-s", "-1", "-p", "5301"], ns=p.b)
     try:
-        time.sleep(0.5)
-        out = commands.run(["iperf3", "-c", p.addr_b, "-p", "5301", "-t", "2", "-C", name, "-J"], ns=p.a, timeout=120)
+        # under TCG the server can take seconds to listen: a client started before fails to connect
+        listening(lambda argv: commands.run(argv, ns=p.b, check=False), 5301, timeout=60)
+        out = commands.run(["iperf3", "-c", p.addr_b, "-p", "5301", "-t", "2", "-C", name, "-J"], ns=p.a, timeout=120,
+                           check=False)
     finally:
         server.kill()
         server.wait(timeout=10)
     result = json.loads(out.stdout)
+    assert "error" not in result, result["error"]
     assert result["end"]["sender_tcp_congestion"] == name
     assert result["end"]["sum_received"]["bytes"] > 100_000
 
