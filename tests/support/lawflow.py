@@ -17,7 +17,7 @@ from ccrig.tcp_modules import bpf_fault
 from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 
-SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "sampler.py"
+SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "nodes" / "sampler.py"
 SECONDS = 4
 OPEN, RECOVERY, LOSS = 0, 3, 4   # tcp_info ca_state: TCP_CA_Open, TCP_CA_Recovery, TCP_CA_Loss
 
