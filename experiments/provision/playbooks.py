@@ -28,7 +28,7 @@ from ccrig.topologies.testbeds.hosts import EXPERIMENT_GROUPS, Inventory, ansibl
 from ccrig.commands import Commands
 from ccrig.errors import CcrigError, InputError, RunError
 
-ANSIBLE_DIR = Path(__file__).resolve().parent.parent / "ansible"
+ANSIBLE_DIR = Path(__file__).resolve().parents[2] / "ansible"   # the repository's ansible/
 PLAYBOOKS = ("site.yml", "teardown.yml")
 
 

@@ -42,7 +42,7 @@ from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 from ccrig.experiments.run.runner import Options, Runner, archive_room, run_prefix
 from ccrig.experiments.run.signals import Interrupted
 
-FOLDER = Path(__file__).resolve().parent / "studies"
+FOLDER = Path(__file__).resolve().parents[1] / "studies"   # experiments/studies
 STATE = "study.json"
 # one look at each claim, spending all of alpha: the run does not come back for more repetitions
 DESIGN = Design(max_looks=1)
