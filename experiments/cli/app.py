@@ -77,21 +77,14 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
     testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""
     with json_stdout(as_json) as stream:
         _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, stream if as_json else None,
-             resume, sigma, parse_jobs(jobs))
-
-
-def parse_jobs(value: str) -> int | str:
-    """--jobs: auto or a whole number of pairs from 1 to 64."""
-    if value == "auto":
-        return value
-    if not value.isdigit() or not 1 <= int(value) <= 64:
-        raise InputError(f"--jobs: got {value!r}; expected auto or a whole number from 1 to 64")
-    return int(value)
+             resume, sigma, jobs)
 
 
 def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, json_out, resume=None,
          sigma=None, jobs: int | str = 1) -> None:
     from ccrig.experiments.run.runner import Options, Runner  # lazy: numpy and scipy
+    from ccrig.experiments.run.engine import parse_jobs  # lazy: numpy and scipy
+    jobs = parse_jobs(str(jobs))
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
     if sigma is not None:   # the level of ±sigma of a normal, as the spec's `ci`

@@ -54,15 +54,18 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                                        "URL of a server already scraping ccrig"),
         prometheus_dir: Path = typer.Option(Path("results/prometheus"), help="the local Prometheus server's folder"),
         progress: bool = typer.Option(True, help="show a progress bar"),
-        report: bool = typer.Option(True, help="write the claims table and the runs' reports at the end")):
+        report: bool = typer.Option(True, help="write the claims table and the runs' reports at the end"),
+        jobs: str = typer.Option("1", "--jobs", help="how many (point, repetition) pairs of a spec run side by "
+                                 "side on this machine: a number, or auto (as ccrig run --jobs)")):
     """Run a study: all its specs (those that need the vm testbed in one guest), then its claims table."""
     from ccrig.experiments.run.study import report as write_report, run as run_study  # lazy: the runner (numpy, scipy)
+    from ccrig.experiments.run.engine import parse_jobs  # lazy: the runner (numpy, scipy)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
     try:
         study_dir = run_study(name, out, quick=quick, resume=resume, prometheus=prometheus,
                               prometheus_root=prometheus_dir, progress=progress, only=_specs(specs), testbed=testbed,
-                              say=lambda line: console.print(line, markup=False))
+                              say=lambda line: console.print(line, markup=False), jobs=parse_jobs(jobs))
     except RunError as e:
         # a failed spec leaves the others' results: their claims are judged all the same (the failed spec's
         # claims are not applicable), then the failure is said

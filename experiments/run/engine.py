@@ -23,7 +23,7 @@ from multiprocessing.connection import wait
 from typing import Callable
 
 from ccrig.commands import Commands
-from ccrig.errors import CcrigError, RunError
+from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.units import wire_bytes
 from ccrig.experiments.run import repetition, signals
 from ccrig.experiments.run.repetition import Lent, Unit
@@ -33,6 +33,15 @@ from ccrig.experiments.run.repetition import Lent, Unit
 # that side-by-side pairs stay clear of it; the samplers' and the programs' own cost rides in the half left
 CAPACITY_PPS = 0.5 * 500e6 / (8 * 1514)
 MAX_JOBS = 2 * (os.cpu_count() or 1)
+
+
+def parse_jobs(value: str) -> int | str:
+    """--jobs: auto or a whole number of pairs from 1 to 64."""
+    if value == "auto":
+        return value
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise InputError(f"--jobs: got {value!r}; expected auto or a whole number from 1 to 64")
+    return int(value)
 
 
 def pair_pps(exp) -> float:

@@ -186,7 +186,7 @@ def new_state(study: Study, folder: Path, quick: bool) -> dict:
 
 def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = None, prometheus: str = "auto",
         prometheus_root: Path = Path("results/prometheus"), progress: bool = True, only: list[str] | None = None,
-        testbed: str | None = None, say=print) -> Path:
+        testbed: str | None = None, say=print, jobs: int | str = 1) -> Path:
     """Runs the study's specs not yet finished in the study directory (new, or `resume`); returns it. A spec
     that fails is recorded and the others still run; RunError at the end names the failed ones."""
     study, folder = load(name)
@@ -229,7 +229,8 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
     (study_dir / "runs").mkdir(exist_ok=True)
     failed = []
     for e in local:
-        failed += _run_local(e.spec, planned[e.spec], study_dir, state, prometheus, prometheus_root, progress, say)
+        failed += _run_local(e.spec, planned[e.spec], study_dir, state, prometheus, prometheus_root, progress, say,
+                             jobs)
     for kind, specs in guest.items():
         failed += _run_elsewhere(testbeds.get(kind), name, [e.spec for e in specs], planned, study_dir, quick,
                                  prometheus, prometheus_root, say)
@@ -260,14 +261,15 @@ def preflight(local: list[tuple[str, tuple]], guest: list[tuple[str, tuple]]) ->
 
 
 def _run_local(spec: str, plan, study_dir: Path, state: dict, prometheus: str, prometheus_root: Path,
-               progress: bool, say) -> list[str]:
+               progress: bool, say, jobs: int | str = 1) -> list[str]:
     """One spec on a testbed of this process; its record in study.json as it starts and ends."""
     path, raw, exp = plan
     rec = state["specs"][spec]
     previous = run_dir_of(study_dir, rec)
     resume = previous if previous is not None and (previous / "summary.json").is_file() else None
     runner = Runner(path, raw, exp, Options(out_root=study_dir / "runs", prometheus=prometheus,
-                                            prometheus_root=prometheus_root, progress=progress, resume=resume))
+                                            prometheus_root=prometheus_root, progress=progress, resume=resume,
+                                            jobs=jobs))
     started = time.monotonic()
     rec.update(status="running", testbed=exp.testbed)
     write_state(study_dir, state)
