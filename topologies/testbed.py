@@ -41,6 +41,9 @@ class Testbed(ABC):
     elsewhere: ClassVar[bool] = False
     # where it runs specs elsewhere, the testbed of that place that realises them (the vm's guest: netns)
     inner: ClassVar[str | None] = None
+    # two of its repetitions can run side by side on this machine, each under a prefix of its own (every name it
+    # makes lives in namespaces named from the prefix; root-namespace names, such as Mininet's, are too short)
+    side_by_side: ClassVar[bool] = False
     # it builds a topology with `gso: true` (senders keep their super-packets, tbf cuts them at each shaped link:
     # qdiscs/shaper.py); the others send wire packets everywhere and refuse it
     gso: ClassVar[bool] = False

@@ -71,7 +71,7 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
                                               "same as --set ci=LEVEL"),
         jobs: str = typer.Option("1", "--jobs", help="how many (point, repetition) pairs run side by side on "
                                  "this machine, each under names of its own: a number, or auto (as many as the "
-                                 "spec's packet rate lets this machine carry; 1 on the vm and hosts testbeds)")):
+                                 "spec's packet rate lets this machine carry; netns only, others run one at a time)")):
     """Run an experiment: every sweep point and repetition; print a summary and the run directory.
 
     testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""

@@ -54,10 +54,11 @@ def pair_pps(exp) -> float:
     return rate.bps(topo.wire) / (8 * wire_bytes(topo.mtu)) * max(1, len(topo.path(*topo.pairs[0])))
 
 
-def admit(points, local: bool) -> int:
-    """How many pairs run at once under --jobs auto: 1 off this machine (a vm's guest takes both cores; a
-    remote testbed's hosts are shared by every pair), else as many as the costliest point's packet rate fits."""
-    if not local:
+def admit(points, able: bool) -> int:
+    """How many pairs run at once under --jobs auto: 1 where the testbed cannot run two side by side (a vm's guest
+    takes both cores; a remote testbed's hosts are shared by every pair; Mininet names devices in the root
+    namespace), else as many as the costliest point's packet rate fits."""
+    if not able:
         return 1
     cost = max(pair_pps(p.experiment) for p in points)
     return max(1, min(MAX_JOBS, int(CAPACITY_PPS // cost)))

@@ -227,10 +227,10 @@ class Runner:
 
     def jobs(self) -> int:
         """How many pairs run side by side: --jobs, or under auto what this machine carries (engine.admit)."""
-        local = not (testbeds.get(self.exp.testbed).remote or testbeds.get(self.exp.testbed).elsewhere)
+        able = testbeds.get(self.exp.testbed).side_by_side
         if self.opt.jobs == "auto":
-            return engine.admit(self.points, local)
-        return int(self.opt.jobs) if local else 1
+            return engine.admit(self.points, able)
+        return int(self.opt.jobs) if able else 1
 
     def _run_pairs(self) -> None:
         """Every pair not complete yet, in the seeded order, one at a time in this process or side by side in

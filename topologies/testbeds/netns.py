@@ -30,6 +30,7 @@ NETNS_DIR = Path("/run/netns")
 
 class NetnsTestbed(Testbed):
     kind = "netns"
+    side_by_side = True
     signals_reach_popen = True
     gso = True
     delay_lines = True
