@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import itertools
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -94,7 +94,8 @@ class _Experiment(BaseModel):
     interval: TimeField = 1.0
     warmup: int = Field(1, ge=0)
     repetitions: int = Field(1, ge=1, le=MAX_REPETITIONS)
-    sweep: dict[str, list[Any]] = {}
+    # each swept path's values, one point per value: an empty list would make a grid of no points
+    sweep: dict[str, Annotated[list[Any], Field(min_length=1)]] = {}
     # issue 15: link events on a schedule (experiments/events/): down, rate, loss, delay
     events: list[EventField] = []
     # pause_chain: every point also runs without PAUSE (T1 = T2 = B2) and reports the goodput gain
@@ -283,6 +284,9 @@ def format_errors(source: str, err: ValidationError) -> InputError:
                          else f"{path}: unknown field")
         elif e["type"] == "missing":
             lines.append(f"{path}: missing; this field is required")
+        elif e["type"] == "too_short":   # pydantic's own words ("List should have ...") say nothing accepted
+            n = e.get("ctx", {}).get("min_length", 1)
+            lines.append(f"{path}: got {value!r}; expected a list of at least {n} {'entry' if n == 1 else 'entries'}")
         elif e["type"] == "union_tag_invalid" or e["type"] == "literal_error":
             lines.append(f"{path}: got {value!r}; {e['msg'].replace('Input should be', 'expected')}")
         else:

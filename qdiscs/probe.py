@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from ccrig.commands import Commands, Local, Node
@@ -67,8 +70,10 @@ def _try_all(node: Node, ns: str, loadable: bool, kinds: set[str] | None = None)
     inside = ["ip", "netns", "exec", ns]
     found = set()
     ok(["ip", "netns", "del", ns])  # left by a probe of this prefix that was killed
-    node.run(["ip", "netns", "add", ns])
     try:
+        # inside the try: a Ctrl-C that lands while `ip netns add` runs or just after it returned must still
+        # delete what it made (outside, such a namespace was left behind)
+        node.run(["ip", "netns", "add", ns])
         for kind, (module, args) in probes().items():
             if kinds is not None and kind not in kinds:
                 continue
@@ -83,8 +88,23 @@ def _try_all(node: Node, ns: str, loadable: bool, kinds: set[str] | None = None)
                 # the kernel knows the kind but refused our parameters: a bug here, not a missing feature
                 raise RunError(f"probing {kind}: {shlex.join(argv)} failed: {proc.stderr.strip()}")
     finally:
-        ok(["ip", "netns", "del", ns])
+        with _signals_held():
+            ok(["ip", "netns", "del", ns])
     return found
+
+
+@contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM wait until the block is left: a signal's exception inside subprocess.run kills the
+    command it waits on, and a teardown command killed half-way leaves what it was removing."""
+    if threading.current_thread() is not threading.main_thread():   # signals reach the main thread only
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _unknown_kind(stderr: str) -> bool:
