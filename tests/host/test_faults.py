@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CCRIG, ROOT, dumbbell, leftovers
+from support.interrupt import default_sigint
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -72,7 +73,7 @@ def _sweep(ccrig, duration="4s"):
 
 def _start(ccrig, path, *extra):
     return subprocess.Popen(ccrig.argv(path, *extra), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=default_sigint)
 
 
 @pytest.mark.parametrize("victim", ["iperf3 --server", "/sampler"])

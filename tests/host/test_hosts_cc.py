@@ -25,6 +25,7 @@ from ccrig.tcp_modules import bpfobj, laws, manager
 from ccrig.tcp_modules.manager import generated_name, struct_ops_maps
 from ccrig.topologies.testbeds.netns import pids_in
 
+from support.interrupt import default_sigint
 from support.sshhosts import dumbbell_bed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ def start(bed, tmp_path, prefix: str, duration: str) -> subprocess.Popen:
     path.write_text(yaml.safe_dump(spec(duration)))
     env = {**os.environ, "CCRIG_INVENTORY": str(bed.inventory)}
     return subprocess.Popen([sys.executable, "-c", DRIVER, str(path), str(tmp_path / "runs"), prefix], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
 
 
 def run_dir(tmp_path) -> Path:

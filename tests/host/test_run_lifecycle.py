@@ -10,6 +10,7 @@ import pytest
 
 import absent
 from conftest import CCRIG, ROOT, dumbbell, leftovers
+from support.interrupt import default_sigint
 
 
 def _run(argv, **kw):
@@ -85,7 +86,8 @@ def test_sigint_mid_run_tears_down_and_keeps_finished_points(ccrig):
     spec = dumbbell([{"cc": "reno"}], duration="4s")
     spec["sweep"] = {"topology.bottleneck.buffer": ["20pkt", "40pkt", "60pkt"]}
     path = ccrig.write(spec)
-    p = subprocess.Popen(ccrig.argv(path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(ccrig.argv(path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=default_sigint)
     deadline = time.time() + 90
     summary = None
     while time.time() < deadline:
