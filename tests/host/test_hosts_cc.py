@@ -28,6 +28,9 @@ from ccrig.topologies.testbeds.netns import pids_in
 from support.interrupt import default_sigint
 from support.sshhosts import dumbbell_bed
 
+# SSH test beds add users and sudoers files: useradd refuses while another holds /etc/passwd's lock
+pytestmark = pytest.mark.xdist_group("sshhosts")
+
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli import main; main()"]
 LAW = {"law": "alphabeta", "alpha": 1.5, "beta": 0.6}   # no preset: a variant of its own

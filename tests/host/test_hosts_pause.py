@@ -27,6 +27,9 @@ from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 from support.interrupt import default_sigint
 from support.sshhosts import Host, SshHosts, pause_chain_spec
 
+# SSH test beds add users and sudoers files: useradd refuses while another holds /etc/passwd's lock
+pytestmark = pytest.mark.xdist_group("sshhosts")
+
 
 def chain_bed() -> SshHosts:
     """The pause_chain's four nodes as SSH hosts, cabled like a lab: s1 -> n1 -> n2 -> d1 (link B is n1's lab0
