@@ -95,16 +95,22 @@ def _try_all(node: Node, ns: str, loadable: bool, kinds: set[str] | None = None)
 
 @contextmanager
 def _signals_held():
-    """SIGINT and SIGTERM wait until the block is left: a signal's exception inside subprocess.run kills the
-    command it waits on, and a teardown command killed half-way leaves what it was removing."""
-    if threading.current_thread() is not threading.main_thread():   # signals reach the main thread only
+    """SIGINT and SIGTERM that arrive within are noted and passed on once it is left (to the handlers the caller
+    had): a signal's exception inside subprocess.run kills the command it waits on, and a teardown command killed
+    half-way leaves what it was removing. Handlers, not a blocked mask: a signal sent to the process reaches
+    whichever thread does not block it, and the main thread then raises anyway."""
+    if threading.current_thread() is not threading.main_thread():   # handlers belong to the main thread
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    caught: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, h in old.items():
+            signal.signal(s, h)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 def _unknown_kind(stderr: str) -> bool:
