@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ccrig.experiments.study import find, load
+from ccrig.experiments.study import find, load, spec_path
 
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.entry import main; main()"]
@@ -45,7 +45,14 @@ def check_quick_study(name: str, out: Path) -> None:
     assert all((study_dir / r["run_dir"] / "report" / "report.md").is_file() for r in state["specs"].values())
 
 
-@pytest.mark.parametrize("name", sorted(set(find()) - {FIRST_RUN}))
+def needs_guest(name: str) -> bool:
+    study, folder = load(name)
+    return any("testbed: netns" not in spec_path(folder, s.spec).read_text() for s in study.specs)
+
+
+# a study whose specs all run on netns boots no guest: it need not wait for the vm tier's worker (tests/conftest.py)
+@pytest.mark.parametrize("name", [n if needs_guest(n) else pytest.param(n, marks=pytest.mark.xdist_group(f"study-{n}"))
+                                  for n in sorted(set(find()) - {FIRST_RUN})])
 def test_quick(name, tmp_path):
     p = subprocess.run([*CCRIG, "study", "run", name, "--quick", "--out", str(tmp_path), "--prometheus", "off",
                         "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=1500)
