@@ -35,14 +35,19 @@ deps-python: $(VENV)/.installed
 experiment: deps
 	$(CCRIG) run $(SPEC)
 
+# Test files run side by side (pytest-xdist; tests/conftest.py says how they are grouped). The vm tier goes first:
+# its guests, one after another on one worker, are the longest path; the unit files next, so the unit of work
+# that waits behind the guests on their worker is a short one (--no-loadscope-reorder: xdist would otherwise start
+# the groups with the most tests first, and the vm tier's few, longest, last).
+TEST_WORKERS ?= 3
 test: deps
-	$(PY) -m pytest -ra --durations=25 tests
+	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests/vm tests/unit tests/host
 
 test-unit: deps-python
 	$(PY) -m pytest -ra tests/unit
 
 test-host: deps
-	$(PY) -m pytest -ra tests/host
+	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadgroup tests/host
 
 test-vm: deps
 	$(PY) -m pytest -ra tests/vm

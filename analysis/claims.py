@@ -30,7 +30,8 @@ class Quantity(BaseModel):
     model_config = ConfigDict(extra="forbid")
     spec: str
     at: dict[str, Any] = {}
-    flows: Literal["system"] | list[int] | dict[Literal["cc"], str] = "system"
+    # flow indexes: at least one (an empty list would average over no flows)
+    flows: Literal["system"] | Annotated[list[int], Field(min_length=1)] | dict[Literal["cc"], str] = "system"
     metric: str = "goodput_bps"
     agg: Literal["mean", "sum"] = "mean"
     share: bool = False

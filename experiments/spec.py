@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import itertools
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -95,7 +95,8 @@ class _Experiment(BaseModel):
     interval: TimeField = 1.0
     warmup: int = Field(1, ge=0)
     repetitions: int = Field(1, ge=1, le=MAX_REPETITIONS)
-    sweep: dict[str, list[Any]] = {}
+    # each swept path's values, one point per value: an empty list would make a grid of no points
+    sweep: dict[str, Annotated[list[Any], Field(min_length=1)]] = {}
     # link events on a schedule (experiments/events/): down, rate, loss, delay
     events: list[EventField] = []
     # pause_chain: every point also runs without PAUSE (T1 = T2 = B2) and reports the goodput gain

@@ -80,6 +80,9 @@ def format_errors(source: str, err: ValidationError, model: type[BaseModel]) -> 
                          else f"{path}: unknown field")
         elif e["type"] == "missing":
             lines.append(f"{path}: missing; this field is required")
+        elif e["type"] == "too_short":   # pydantic's own words ("List should have ...") say nothing accepted
+            n = e.get("ctx", {}).get("min_length", 1)
+            lines.append(f"{path}: got {value!r}; expected a list of at least {n} {'entry' if n == 1 else 'entries'}")
         elif e["type"] == "union_tag_invalid" or e["type"] == "literal_error":
             lines.append(f"{path}: got {value!r}; {e['msg'].replace('Input should be', 'expected')}")
         else:

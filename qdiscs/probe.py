@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from ccrig.commands import Commands, Local, Node
@@ -68,8 +71,10 @@ def _try_all(node: Node, ns: str, loadable: bool, kinds: set[str] | None = None)
     inside = ["ip", "netns", "exec", ns]
     found = set()
     ok(["ip", "netns", "del", ns])  # left by a probe of this prefix that was killed
-    node.run(["ip", "netns", "add", ns])
     try:
+        # inside the try: a Ctrl-C that lands while `ip netns add` runs or just after it returned must still
+        # delete what it made (outside, such a namespace was left behind)
+        node.run(["ip", "netns", "add", ns])
         for kind, (module, args) in probes().items():
             if kinds is not None and kind not in kinds:
                 continue
@@ -84,8 +89,29 @@ def _try_all(node: Node, ns: str, loadable: bool, kinds: set[str] | None = None)
                 # the kernel knows the kind but refused our parameters: a bug here, not a missing feature
                 raise RunError(f"probing {kind}: {shlex.join(argv)} failed: {proc.stderr.strip()}")
     finally:
-        ok(["ip", "netns", "del", ns])
+        with _signals_held():
+            ok(["ip", "netns", "del", ns])
     return found
+
+
+@contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM that arrive within are noted and passed on once it is left (to the handlers the caller
+    had): a signal's exception inside subprocess.run kills the command it waits on, and a teardown command killed
+    half-way leaves what it was removing. Handlers, not a blocked mask: a signal sent to the process reaches
+    whichever thread does not block it, and the main thread then raises anyway."""
+    if threading.current_thread() is not threading.main_thread():   # handlers belong to the main thread
+        yield
+        return
+    caught: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 def _unknown_kind(stderr: str) -> bool:

@@ -1,10 +1,44 @@
 """Test tiers: unit (pure), host (root, the running kernel), vm (a distribution kernel under virtme-ng).
 
 In CI (CI=true) a skip is a failure: nothing may be skipped for lack of something `make deps` installs.
+
+Parallel runs (`make test`: pytest-xdist, `-n N --dist loadgroup`): each test file is one unit of work, run on one
+worker from start to end, so a file's module-scoped fixtures are made once and its tests never race each other;
+files run side by side, every name a test makes carries its process id. Tests that share something machine-wide
+with other files name one group with `pytestmark = pytest.mark.xdist_group("NAME")` and run one after another
+on one worker (tests/host/test_hosts_*.py: the users and sudoers files of the SSH test bed). The vm tier's tests
+are one group: a TCG guest keeps both cores busy, two at once would each take twice as long.
 """
 import os
+import time
+from pathlib import Path
 
 import pytest
+
+TIERS = ("unit", "host", "vm")
+_spans: dict[str, list[float]] = {}
+
+
+def _tier(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" and parts[1] in TIERS else "other"
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        path = Path(str(item.fspath)).resolve().relative_to(Path(__file__).resolve().parents[1]).as_posix()
+        item.add_marker(pytest.mark.xdist_group("vm" if path.startswith("tests/vm/") else path))
+
+
+def pytest_collection_finish(session):
+    # xdist carries a test's group in its node id (`...@group`); a pytest whose node ids ignore that (9.2 with
+    # xdist 3.8: pytest-xdist issue 1386) would run grouped files side by side without a word
+    if getattr(session.config.option, "loadgroup", False) and any("@" not in i.nodeid for i in session.items):
+        raise pytest.UsageError("pytest-xdist's --dist loadgroup does not group with this pytest: every test would "
+                                "run anywhere; install pytest and pytest-xdist as pyproject.toml's test extra pins")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -15,3 +49,25 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.longrepr = f"skipped in CI, which counts as a failure: {reason}"
+
+
+def pytest_runtest_logreport(report):
+    # every phase's start and stop (a worker's reports carry them to the controller): each tier's span
+    span = _spans.setdefault(_tier(report.nodeid), [float("inf"), 0.0, 0.0])
+    span[0], span[1] = min(span[0], report.start), max(span[1], report.stop)
+    span[2] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each tier's time, so the change that slows CI is seen at once: from its first test's start to its last
+    test's end (tiers overlap when run in parallel), and its tests' durations added up."""
+    if not _spans:
+        return
+    terminalreporter.section("time per tier")
+    for tier in (*TIERS, "other"):
+        if tier in _spans:
+            first, last, busy = _spans[tier]
+            terminalreporter.write_line(f"{tier:>5}: {last - first:7.1f} s from its first test to its last "
+                                        f"({time.strftime('%H:%M:%S', time.localtime(first))}-"
+                                        f"{time.strftime('%H:%M:%S', time.localtime(last))}), "
+                                        f"{busy:7.1f} s of tests")

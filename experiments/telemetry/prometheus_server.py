@@ -80,7 +80,21 @@ class PrometheusServer:
             os.kill(state["pid"], signal.SIGHUP)  # reload: a new interval's job may have been added
             self._wait_ready(state["url"])
             return state["url"]
-        port = _free_port(DEFAULT_PORT)
+        # a port found free can be taken before prometheus binds it (two runs with servers of their own starting
+        # at once both find 9090 free): the one that lost the race starts again on a port the kernel picks
+        error = None
+        for preferred in (DEFAULT_PORT, 0, 0):
+            url, proc = self._start(_free_port(preferred))
+            try:
+                self._wait_ready(url, proc)
+                return url
+            except RunError as e:
+                if proc.poll() is None:   # running but not ready: not a lost race
+                    raise
+                error = e
+        raise error
+
+    def _start(self, port: int):
         url = f"http://127.0.0.1:{port}"
         log = open(self.root / "server.log", "a")
         argv = ["prometheus", f"--config.file={self.root / 'prometheus.yml'}",
@@ -89,8 +103,7 @@ class PrometheusServer:
                 "--web.enable-remote-write-receiver"]
         proc = self.commands.popen(argv, stdout=log, stderr=log)
         (self.root / "server.json").write_text(json.dumps({"pid": proc.pid, "url": url}) + "\n")
-        self._wait_ready(url, proc)
-        return url
+        return url, proc
 
     def _wait_ready(self, url: str, proc=None, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

@@ -79,7 +79,9 @@ def sigint_in_setup(path: Path, out: Path, namespaces: int, after_s: float = 1.0
     """SIGINT after_s seconds after the run's namespaces all exist (its servers and sampler starting): seconds
     to exit, and what it left (its namespaces, any process naming its prefix)."""
     p = subprocess.Popen([*CCRIG, "run", str(path), "--out", str(out), "--prometheus", "off", "--no-progress"],
-                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         # a bench started as a background job passes SIGINT on ignored: the run must answer it
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     prefix = f"ccrig-{p.pid}-"
     deadline = time.monotonic() + 120
     while (sum(1 for n in _namespaces() if n.startswith(prefix)) < namespaces and time.monotonic() < deadline

@@ -11,6 +11,9 @@ from ccrig.experiments.provision.playbooks import app, run_playbook
 
 from support.sshhosts import dumbbell_bed
 
+# SSH test beds add users and sudoers files: useradd refuses while another holds /etc/passwd's lock
+pytestmark = pytest.mark.xdist_group("sshhosts")
+
 
 @pytest.fixture(scope="module")
 def bed():

@@ -15,6 +15,9 @@ from ccrig.experiments.provision.playbooks import provision, run_playbook
 
 from support.sshhosts import dumbbell_bed
 
+# SSH test beds add users and sudoers files: useradd refuses while another holds /etc/passwd's lock
+pytestmark = pytest.mark.xdist_group("sshhosts")
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -24,7 +24,11 @@ from ccrig.errors import InputError
 from ccrig.topologies.testbeds.hosts import HostsTestbed
 from ccrig.topologies.pause.ethtool import Ethtool, NicPause, PauseParams
 
+from support.interrupt import default_sigint
 from support.sshhosts import Host, SshHosts, pause_chain_spec
+
+# SSH test beds add users and sudoers files: useradd refuses while another holds /etc/passwd's lock
+pytestmark = pytest.mark.xdist_group("sshhosts")
 
 
 def chain_bed() -> SshHosts:
@@ -117,7 +121,7 @@ def test_interrupted_pause_run_restores_the_hosts(bed, ccrig, tmp_path):
     spec = pause_chain_spec("emulated")
     spec["duration"] = "60s"
     p = subprocess.Popen(ccrig.argv(ccrig.write(spec), "--inventory", str(bed.inventory)), cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     deadline = time.monotonic() + 60
     events = []
     while not any(",xoff," in e for e in events):

@@ -25,6 +25,9 @@ import reproduce
 from conftest import CCRIG, ROOT
 from support.sshhosts import dumbbell_bed, switch_bed
 
+# SSH test beds add users and sudoers files: useradd refuses while another holds /etc/passwd's lock
+pytestmark = pytest.mark.xdist_group("sshhosts")
+
 SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "nodes" / "sampler.py"
 
 

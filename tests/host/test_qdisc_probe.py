@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import absent
-from ccrig.commands import Commands
+from ccrig.commands import Commands, Local
 from ccrig import qdiscs
 from ccrig.qdiscs import probe
 
@@ -131,3 +132,43 @@ def test_spec_with_a_discipline_no_kernel_has_fails_in_preflight(tmp_path):
     """A discipline no kernel has (tests/host/absent.py), probed on this kernel as any other: refused in
     preflight, with the way out, and nothing set up."""
     assert_refused(*preflight(absent.CCRIG, absent.KIND, tmp_path), absent.KIND)
+
+
+class _SignalledLocal(Local):
+    """This machine as the probe's Node, which sends its own process a real SIGINT at one of the probe's worst
+    moments: right after `ip netns add` returned (the namespace exists, the probe has not yet noted it), or just
+    before `ip netns del` starts (the teardown command must not be cut short)."""
+
+    def __init__(self, commands: Commands, ns: str, moment: str):
+        super().__init__(commands)
+        self.target, self.moment, self.sent, self.started = ns, moment, False, False
+
+    def run(self, argv, check=True, timeout=60, input=None):
+        deleting = argv[:3] == ["ip", "netns", "del"] and argv[-1] == self.target and self.moment == "del"
+        if deleting and self.started:
+            self._interrupt()
+        proc = super().run(argv, check=check, timeout=timeout, input=input)
+        if argv[:3] == ["ip", "netns", "add"]:
+            self.started = True
+            if self.moment == "add":
+                self._interrupt()
+        return proc
+
+    def _interrupt(self):
+        if not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+@pytest.mark.parametrize("moment", ["add", "del"])
+def test_ctrl_c_in_the_probe_leaves_no_namespace(moment):
+    ns = f"ccci-{os.getpid()}-{moment}-qprobe"
+    # this test's own disposition, whatever pytest inherited (a background job ignores SIGINT)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        node = _SignalledLocal(Commands(), ns, moment)
+        with pytest.raises(KeyboardInterrupt):   # a signal held during the teardown is raised as the probe ends
+            probe._try_all(node, ns, probe.modules_supported())
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert node.sent and ns not in os.listdir("/run/netns")

@@ -10,6 +10,7 @@ import pytest
 
 import absent
 from conftest import CCRIG, ROOT, dumbbell, leftovers
+from support.interrupt import default_sigint
 
 
 def _run(argv, **kw):
@@ -86,7 +87,8 @@ def test_sigint_mid_run_tears_down_and_keeps_finished_points(ccrig):
     spec = dumbbell([{"cc": "reno"}], duration="4s")
     spec["sweep"] = {"topology.bottleneck.buffer": ["20pkt", "40pkt", "60pkt"]}
     path = ccrig.write(spec)
-    p = subprocess.Popen(ccrig.argv(path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(ccrig.argv(path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=default_sigint)
     deadline = time.time() + 90
     summary = None
     while time.time() < deadline:
@@ -97,7 +99,15 @@ def test_sigint_mid_run_tears_down_and_keeps_finished_points(ccrig):
                 break
         time.sleep(0.2)
     assert summary and len(summary["points"]) == 1
-    time.sleep(1.5)  # well inside the second point's traffic
+    # well inside the second point's traffic: another point's first measured interval is written
+    first = summary["points"][0]["index"]
+    inside = [f for f in runs[0].glob("points/*/rep0/intervals.csv")
+              if f.parent.parent.name != f"{first:03d}" and f.read_text().count("\n") > 1]
+    while time.time() < deadline and not inside:
+        time.sleep(0.05)
+        inside = [f for f in runs[0].glob("points/*/rep0/intervals.csv")
+                  if f.parent.parent.name != f"{first:03d}" and f.read_text().count("\n") > 1]
+    assert inside, "the second point's traffic was never measured"
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
@@ -147,9 +157,11 @@ def test_ccrig_clean_removes_what_a_killed_run_left(ccrig):
     p = subprocess.Popen(ccrig.argv(spec), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     # traffic is flowing once the first interval is written
-    while time.time() < deadline and not list(ccrig.tmp.glob("runs/*/points/000/rep0/intervals.csv")):
+    def measured() -> int:   # intervals written so far: one means the flows' traffic and the sampler run
+        f = list(ccrig.tmp.glob("runs/*/points/000/rep0/intervals.csv"))
+        return f[0].read_text().count("\n") - 1 if f else 0
+    while time.time() < deadline and measured() < 1:
         time.sleep(0.1)
-    time.sleep(1.5)
     p.kill()  # SIGKILL: no teardown runs
     p.wait()
     assert leftovers(p.pid), "a killed run leaves its namespaces behind"

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import CCRIG, ROOT, dumbbell, leftovers
+from support.interrupt import default_sigint
 
 # a 10 Mbit/s bottleneck: one reno flow against two, and a buffer sweep (the larger buffer queues longer)
 SPECS = {
@@ -134,7 +135,8 @@ def test_a_killed_study_resumes_keeping_its_finished_specs(tmp_path):
     folder = make_study(tmp_path)
     out = tmp_path / "studies"
     argv = [*CCRIG, "study", "run", str(folder), "--out", str(out), "--prometheus", "off", "--no-progress"]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     state_path = None
     # wait until the first spec is done and the second has started: its run directory holds its summary.json

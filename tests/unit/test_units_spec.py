@@ -95,6 +95,20 @@ def test_bad_sweep_value_names_the_point(tmp_path):
         specmod.load(p)
 
 
+@pytest.mark.parametrize("values", [[], None])
+def test_empty_sweep_list_names_the_path(tmp_path, values):
+    """A grid of no points is refused as the field's error, whether [] comes from the file or from --set."""
+    import yaml
+    r = raw()
+    r["sweep"] = {"topology.bottleneck.rate": ["10mbit"], "topology.bottleneck.buffer": values or []}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(r))
+    overrides = [] if values is not None else ["sweep={topology.bottleneck.buffer: []}"]
+    with pytest.raises(InputError, match=r"sweep\.topology\.bottleneck\.buffer: got \[\]; expected a list of at "
+                                         r"least 1 entry$"):
+        specmod.load(p, overrides)
+
+
 def test_bad_override(tmp_path):
     import yaml
     p = tmp_path / "s.yaml"

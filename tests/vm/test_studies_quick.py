@@ -1,31 +1,36 @@
-"""Every seed study in quick mode: each spec runs (the vm's share in one guest per study), every claim
-gets a verdict, the claims table renders. Mechanics only: the verdicts are not asserted, the full runs' are in
-each study's RESULTS.md."""
+"""Every seed study in quick mode: each spec runs (the vm's share in one guest per study), every claim gets a
+verdict, the claims table renders. Mechanics only: the verdicts are not asserted, the full runs' are in each
+study's RESULTS.md.
+
+One of them runs as a new user's first command would: in a fresh clone in the home directory, with no build
+artefacts (the guest sees the checkout read-only, so what it needs is built on the host before it boots)."""
 import json
+import os
+import shutil
 import subprocess
 import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from ccrig.experiments.run.study import find, load
+from ccrig.experiments.run.study import find, load, spec_path
 
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
 VERDICTS = {"holds", "fails", "no-difference", "undecided", "not-applicable"}
+# the study run from a fresh clone (the kernel modules' first build is its path); the others from this checkout
+FIRST_RUN = "polynomial"
 
 
 def test_the_four_seed_studies_are_there():
     assert set(find()) >= {"pause", "alphabeta", "polynomial", "keshav"}
 
 
-@pytest.mark.parametrize("name", sorted(find()))
-def test_quick(name, tmp_path):
+def check_quick_study(name: str, out: Path) -> None:
     study, folder = load(name)
-    p = subprocess.run([*CCRIG, "study", "run", name, "--quick", "--out", str(tmp_path), "--prometheus", "off",
-                        "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=1500)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    (study_dir,) = tmp_path.iterdir()
+    (study_dir,) = out.iterdir()
     state = json.loads((study_dir / "study.json").read_text())
     assert {s: r["status"] for s, r in state["specs"].items()} == {s.spec: "done" for s in study.specs}
     for rec in state["specs"].values():   # the run directory each spec wrote, with its one point
@@ -38,3 +43,55 @@ def test_quick(name, tmp_path):
     assert "quick mode" in md and all(f"| {c.id} |" in md for c in study.claims)
     # every spec's report, with its utility diagram, exists (figures of the study's report)
     assert all((study_dir / r["run_dir"] / "report" / "report.md").is_file() for r in state["specs"].values())
+
+
+def needs_guest(name: str) -> bool:
+    study, folder = load(name)
+    return any("testbed: netns" not in spec_path(folder, s.spec).read_text() for s in study.specs)
+
+
+# a study whose specs all run on netns boots no guest: it need not wait for the vm tier's worker (tests/conftest.py)
+@pytest.mark.parametrize("name", [n if needs_guest(n) else pytest.param(n, marks=pytest.mark.xdist_group(f"study-{n}"))
+                                  for n in sorted(set(find()) - {FIRST_RUN})])
+def test_quick(name, tmp_path):
+    p = subprocess.run([*CCRIG, "study", "run", name, "--quick", "--out", str(tmp_path), "--prometheus", "off",
+                        "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    check_quick_study(name, tmp_path)
+
+
+def fresh_environment(clone: Path) -> Path:
+    """A virtual environment whose ccrig is the clone's own code (installed editable, as `make deps` does), its
+    dependencies this environment's (no index is asked); returns its bin folder."""
+    venv = clone / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    here = sysconfig.get_paths()["purelib"]
+    there = subprocess.run([venv / "bin/python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    # a path line, not a site dir: this environment's own .pth files (its editable ccrig) are not read there
+    Path(there, "ccrig-test-dependencies.pth").write_text(here + "\n")
+    subprocess.run([venv / "bin/python", "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", "-e", str(clone)], check=True, timeout=600, capture_output=True)
+    return venv / "bin"
+
+
+@pytest.mark.timeout(1800)
+def test_a_vm_study_is_the_first_command_of_a_fresh_clone(tmp_path):
+    home = Path(tempfile.mkdtemp(prefix=f"ccci-{os.getpid()}-", dir=Path.home()))   # not /tmp: the guest's own
+    try:
+        clone = home / "ccrig"
+        subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True, timeout=300)
+        built = [p for p in clone.rglob("*") if p.suffix in (".ko", ".o") or p.name == "build"]
+        assert built == [], f"a fresh clone holds build artefacts: {built[:5]}"
+        bin_ = fresh_environment(clone)
+        # vng and virtme-run are this environment's scripts: found on PATH after the clone's own
+        env = {**os.environ, "PATH": f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        p = subprocess.run([bin_ / "ccrig", "study", "run", FIRST_RUN, "--quick", "--out", str(tmp_path),
+                            "--prometheus", "off", "--no-progress"], cwd=clone, env=env, capture_output=True,
+                           text=True, timeout=1700)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        check_quick_study(FIRST_RUN, tmp_path)
+        # built on the host, in the clone, for the guest's kernel
+        assert (clone / "tcp_modules/kmod/tcp_poly.ko").is_file(), "the laws' modules were not built on the host"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ccrig.errors import field_error
 from ccrig.fields import RateField, RatioField, TimeField
@@ -51,6 +51,14 @@ class TandemPairs(BaseModel):
     through: int = Field(1, ge=0, le=MAX_GROUP)   # pairs crossing every hop
     # per hop, pairs crossing that hop alone; or the groups, each over the hops it names
     cross: int | list[CrossGroup] = Field(1)
+
+    @field_validator("cross")
+    @classmethod
+    def _cross_count(cls, v):
+        # bounded here, not left to the CrossGroups groups() makes: that error named `topology.count`
+        if isinstance(v, int) and not 0 <= v <= MAX_GROUP:
+            raise ValueError(f"expected 0 to {MAX_GROUP} pairs per hop, or a list of groups {{first, last, count}}")
+        return v
 
     def groups(self, hops: int) -> list[CrossGroup]:
         if isinstance(self.cross, int):

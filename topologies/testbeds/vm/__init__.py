@@ -31,6 +31,7 @@ from ccrig.errors import InputError, RunError
 from ccrig.needs import Need
 from ...testbed import Testbed
 # the names callers use, from the modules that hold them
+from . import prebuild
 from .guest import (ACCELS, CPUS, E1000E_QEMU_OPTS, GUEST_PATH, MEMORY, PROBE_TIMEOUT, VENV_BIN, _print_line,
                     accel_mode, guest_command, guest_name, kvm_firmware_probe, probe_accel, run_in_guest,
                     stop_stray_guests, stray_guests, vng, vng_argv, guest_env)
@@ -105,6 +106,7 @@ def run_ccrig(args: list[str], out_root: Path, options: VmOptions | None = None,
     mode = accel_mode(kernel, commands)
     out_root = Path(out_root).resolve()
     out_root.mkdir(parents=True, exist_ok=True)
+    prebuild.for_guest(kernel, commands)   # the checkout is read-only in the guest
     status = run_in_guest([_ccrig(), *args], kernel=kernel, accel=mode, timeout=timeout, rwdirs=(out_root,),
                           output=output, commands=commands, memory=options.memory, cpus=options.cpus, name=name)
     return status, kernel, mode

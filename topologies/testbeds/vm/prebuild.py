@@ -1,0 +1,56 @@
+"""What a guest would build on first use, built here before it boots.
+
+The guest sees this machine's files read-only outside the folders it is given (the run's output), so a build it
+starts in the checkout fails: in a fresh clone in the home directory, `ccrig study run polynomial --quick` ended
+in "make -C .../tcp_modules modules ... (in the vm, exit status 1)". Each artefact here is one the guest then
+finds built and uses as it is:
+
+- the laws' kernel modules, against the guest kernel's headers (the distribution's linux-headers package, which
+  `make deps` installs beside the image), into tcp_modules/kmod;
+- the loss program (topologies/loss/), the same object for any kernel;
+- the queue monitor (qdiscs/sojourn/), CO-RE, so the build of this machine's BTF serves the guest's kernel too.
+
+Each is built only when missing or stale, so a second guest costs nothing here.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ccrig.commands import Commands
+from ccrig.qdiscs import sojourn
+from ccrig.tcp_modules.kmod import MODULE
+from ccrig.tcp_modules.systems import HERE as TCP_MODULES, KMOD_DIR
+from ...loss import program as loss_program
+from .kernel import Kernel
+
+
+def modules_built_for(release: str, commands: Commands, kmod_dir: Path = KMOD_DIR) -> bool:
+    """Both laws' modules are built, for this kernel release (modinfo's vermagic starts with it)."""
+    for module in MODULE.values():
+        ko = kmod_dir / f"{module}.ko"
+        if not ko.is_file():
+            return False
+        vermagic = commands.run(["modinfo", "-F", "vermagic", str(ko)], check=False).stdout
+        if not vermagic.startswith(release + " "):
+            return False
+    return True
+
+
+def for_guest(kernel: Kernel, commands: Commands) -> list[str]:
+    """Builds what the guest running kernel would otherwise build itself; returns what was built. What this
+    machine cannot build (no headers for that kernel, no clang) is left to the guest, whose own preflight then
+    names what is missing."""
+    built = []
+    kdir = Path("/lib/modules") / kernel.release / "build"
+    if (kdir / "Makefile").exists() and not modules_built_for(kernel.release, commands):
+        commands.run(["make", "-C", str(TCP_MODULES), "modules", f"KDIR={kdir}"], timeout=600)
+        built.append(f"kernel modules for {kernel.release}")
+    fresh = loss_program.OBJECT.exists() and loss_program.OBJECT.stat().st_mtime >= loss_program.SOURCE.stat().st_mtime
+    if not fresh and not loss_program.why_not():
+        loss_program.build(commands)
+        built.append("loss program")
+    obj, exe = sojourn.built()
+    if not (obj.exists() and exe.exists()) and not sojourn.why_not():
+        sojourn.build(commands)
+        built.append("queue monitor")
+    return built
