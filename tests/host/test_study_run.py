@@ -119,12 +119,15 @@ def test_a_killed_study_resumes_keeping_its_finished_specs(tmp_path):
                             preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     state_path = None
-    while time.monotonic() < deadline:   # wait until the first spec is done and the second has started
+    # wait until the first spec is done and the second has finished a point: a run stopped before its first point
+    # ends has nothing to continue from (its summary.json), and the study starts it again in a new directory
+    while time.monotonic() < deadline:
         found = list(out.glob("*/study.json")) if out.exists() else []
         if found:
             state_path = found[0]
             specs = json.loads(state_path.read_text())["specs"]
-            if specs["one"]["status"] == "done" and specs["sweep"]["status"] == "running":
+            if (specs["one"]["status"] == "done" and specs["sweep"]["status"] == "running"
+                    and list(state_path.parent.glob("runs/sweep-*/summary.json"))):
                 break
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
