@@ -23,6 +23,7 @@ own end undoes it on netns and vm.
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -190,11 +191,16 @@ class SenderTcp:
                 clients += [tb.popen(node, [*tb.python(node), "-c", WARM_CLIENT, tb.address(dst), str(WARM_PORT)])
                            for node, dst in r]
                 for (node, dst), c in zip(r, clients):
-                    if c.wait(timeout=30) != 0:
+                    # a bound for a failure only: a TCG guest on a busy host took over 30 s to start these Pythons
+                    try:
+                        status = c.wait(timeout=WARM_TIMEOUT)
+                    except subprocess.TimeoutExpired:
+                        status = f"none after {WARM_TIMEOUT} s"
+                    if status != 0:
                         raise RunError(f"{tb.where(node)}: the warm-up connection to {dst} (which carries the route's "
-                                       f"locked cwnd to the flows) failed (exit status {c.returncode})")
+                                       f"locked cwnd to the flows) failed (exit status {status})")
                 for listen in listeners:
-                    listen.wait(timeout=10)
+                    listen.wait(timeout=WARM_TIMEOUT)
             finally:
                 for proc in listeners + clients:
                     if proc.poll() is None:
@@ -203,18 +209,20 @@ class SenderTcp:
                 for node, dst in routes}
 
 
+# how long a warm-up connection's programs may take, start-up included
+WARM_TIMEOUT = 120
 # the warm-up connection's port on the receiver (below the flows' 5201 + i)
 WARM_PORT = 5200
 WARM_SERVER = ("import socket, sys\n"
                "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-               "s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); s.settimeout(15)\n"
+               "s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); s.settimeout(110)\n"
                "c, _ = s.accept(); c.recv(1); c.close()\n")
 # the sender closes first: its socket passes through TIME_WAIT, where the kernel saves the metrics entry
 WARM_CLIENT = ("import socket, sys, time\n"
-               "c = None\n"
-               "for _ in range(100):\n"
+               "c, deadline = None, time.monotonic() + 100\n"
+               "while c is None and time.monotonic() < deadline:   # until the listener's Python has started\n"
                "    try:\n"
-               "        c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5); break\n"
+               "        c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)\n"
                "    except OSError:\n"
                "        time.sleep(0.05)\n"
                "c.close(); time.sleep(0.2)\n")

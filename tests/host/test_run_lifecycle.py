@@ -54,8 +54,10 @@ def test_without_root_fails_in_preflight(ccrig):
             yaml.safe_dump(dumbbell([{"cc": "reno"}]), f)
         os.chmod(spec, 0o644)
         argv = [*CCRIG, "run", spec, "--out", os.path.join(d, "runs"), "--prometheus", "off"]
-        p = _run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
-                 env={**os.environ, "HOME": d})
+        # an unprivileged user that may still read every file: a checkout in root's own home (0700) is one nobody
+        # could not import ccrig from, and the test is about root's privileges, not the clone's place
+        p = _run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=+dac_read_search",
+                  "--ambient-caps=+dac_read_search", *argv], env={**os.environ, "HOME": d})
         assert not os.path.exists(os.path.join(d, "runs"))
     assert p.returncode == 2, p.stderr
     assert "root privileges" in p.stderr and "is missing: run as root" in p.stderr

@@ -9,7 +9,8 @@ import pytest
 
 from ccrig.topologies.testbeds import vm
 
-pytestmark = pytest.mark.host
+# its probe boots a guest: with the vm tier's guests, one at a time (tests/conftest.py)
+pytestmark = [pytest.mark.host, pytest.mark.xdist_group("vm")]
 
 
 def test_probe_is_bounded_and_cached(tmp_path, monkeypatch):
