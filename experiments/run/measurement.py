@@ -1,7 +1,8 @@
 """The measurement of one repetition: from the first server to the record, every interval on the clock.
 
     Measurement(unit, topo, flows, state, lent, parts).run() -> the record
-      start:     capture and queue monitor -> the flows' servers -> one sampler per machine -> t0 once all poll
+      start:     capture and queue monitor -> the flows' servers -> one sampler per machine -> the queues' first
+                 reading -> t0 (every part ready, so no interval is lost to a slow start)
       interval:  senders whose start has come; at each boundary the queues' counters, the samplers' (waited for
                  at most 1 s past the boundary), each flow's and the system's row against T_max then, the
                  fidelity monitor, the repetition's tables, the live samples
@@ -103,12 +104,9 @@ class Measurement:
         # time starts once every sampler is polling: a Python start can take seconds on a slow (emulated) CPU
         for s in self.samplers:
             s.wait_ready(timeout=120)
-        self.t0 = time.time()
-        for s in self.samplers:
-            s.t0 = self.t0
 
     def _begin(self, tables: RepetitionTables) -> dict:
-        """The queues' counters before the traffic, the events' clock, the fidelity monitor."""
+        """The queues' counters before the traffic, the fidelity monitor, then t0 and the events' clock."""
         exp, topo = self.exp, self.topo
         # every queue that can drop, the bottleneck first; a discipline with classes of its own (drr: one per
         # flow) has them read each interval too
@@ -117,7 +115,6 @@ class Measurement:
                        for a, b in topo.queues()]
         self.upstream = [loss.upstream(topo, loss.DropPoint(a, b)) for a, b in topo.queues()]
         self.pending = sorted(self.flows, key=lambda f: f.start)
-        self.state.links.start_clock(self.t0, self.labels)   # link events, applied on a clock of their own
         prev = self._totals(tables, 0.0)
         # the run certifies itself (CPU, the bottleneck's dequeue rate and queue, the sampler's lateness)
         self.monitor = fidelity.Monitor(self.rate, self.capacity.t_max(0, exp.interval), exp.warmup, prev["rows"],
@@ -126,6 +123,12 @@ class Measurement:
         tables.intervals.add_columns(["active", "fair_share_bps", "t_max_bps", "link_dropped"])
         if exp.queue_monitor:
             tables.intervals.add_columns(list(QUEUE_COLUMNS))
+        # time starts now: the queues' first reading can take seconds too (a cold first repetition in a TCG
+        # guest took 15), and every interval must lie after it
+        self.t0 = time.time()
+        for s in self.samplers:
+            s.t0 = self.t0
+        self.state.links.start_clock(self.t0, self.labels)   # link events, applied on a clock of their own
         return prev
 
     # --- each interval ----------------------------------------------------------------------------------

@@ -116,13 +116,16 @@ def test_outage_loss_stop_window_and_tcp_settings(ccrig):
     assert [(e["action"], float(e["planned_t"])) for e in events] == [
         ("down", 1.5), ("up", 1.7), ("down", 4.5), ("up", 4.7), ("down", 7.5), ("up", 7.7)]
     trace = _rows(run, "trace.csv")
-    for down, up in zip(events[::2], events[1::2]):
-        # from when the outage was in force (its commands done) to when its end was asked for
-        a, b = float(down["t"]) + 0.02, float(up["asked_t"])
+    # from when each outage was in force (its commands done) to when its end was asked for: on a busy machine
+    # the commands can take most of the 0.2 s, and a window shorter than two trace periods shows nothing
+    windows = [(float(down["t"]) + 0.02, float(up["asked_t"])) for down, up in zip(events[::2], events[1::2])]
+    windows = [(a, b) for a, b in windows if b - a >= 0.04]
+    assert windows, events
+    for a, b in windows:
         for flow in "012":
             acked = {int(r["bytes_acked"]) for r in trace if r["flow"] == flow and a <= float(r["t"]) <= b}
             # sampled throughout (flow 1 only until it stops), and nothing acknowledged meanwhile
-            assert len(acked) == (1 if flow != "1" or b < 6 else len(acked)), (flow, down["t"], sorted(acked))
+            assert len(acked) == (1 if flow != "1" or b < 6 else len(acked)), (flow, a, sorted(acked))
 
     # max_window: flow 0's cwnd never above 5 once connected (a socket still in SYN_SENT shows the kernel's
     # initial 10: the route's clamp reaches it at establishment, before it can send a byte)

@@ -53,6 +53,7 @@ def needs_guest(name: str) -> bool:
 # a study whose specs all run on netns boots no guest: it need not wait for the vm tier's worker (tests/conftest.py)
 @pytest.mark.parametrize("name", [n if needs_guest(n) else pytest.param(n, marks=pytest.mark.xdist_group(f"study-{n}"))
                                   for n in sorted(set(find()) - {FIRST_RUN})])
+@pytest.mark.timeout(1600)   # a TCG guest study: the subprocess's own bound (1500 s) says when it hangs
 def test_quick(name, tmp_path):
     p = subprocess.run([*CCRIG, "study", "run", name, "--quick", "--out", str(tmp_path), "--prometheus", "off",
                         "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=1500)
