@@ -68,6 +68,14 @@ class Capacity:
             return min(caps.values(), default=0.0)
         return network_capacity(paths, caps)
 
+    def link(self, link: Link, a: float, b: float) -> float | None:
+        """One link's capacity over [a, b], time-averaged (None: the link has no capacity of its own)."""
+        own = self.base.get(link)
+        if own is None:
+            return None
+        pieces = self.pieces(a, b)
+        return sum(d * c.get(link, own) for d, c in pieces) / sum(d for d, _ in pieces)
+
     def t_max(self, a: float, b: float) -> float:
         """The system's T_max over [a, b]: the time average of the network's capacity."""
         pieces = self.pieces(a, b)

@@ -186,11 +186,8 @@ class Measurement:
 
     def _bottleneck_share(self, a: float, b: float) -> float:
         """The bottleneck's capacity over [a, b] as a share of its own (1 unless an event changed it)."""
-        own = self.capacity.base.get(self.topo.bottleneck)
-        if not own:
-            return 1.0
-        pieces = self.capacity.pieces(a, b)
-        return sum(d * c.get(self.topo.bottleneck, own) for d, c in pieces) / sum(d for d, _ in pieces) / own
+        own, now = self.capacity.base.get(self.topo.bottleneck), self.capacity.link(self.topo.bottleneck, a, b)
+        return now / own if own else 1.0
 
     def _wait_samples(self, until: float) -> list[str]:
         """Sleeps until `until` (seconds since t0) and until every live sampler has reported past it, at most 1 s

@@ -20,6 +20,7 @@ def test_a_halving_halves_t_max_for_the_intervals_it_covers_and_restores():
     # an interval the change cuts in half is the time average of its two pieces
     assert cap.t_max(2.5, 3.5) == pytest.approx(7.5e6)
     assert cap.shares([(0, 10), (0, 10)], 3, 4) == [2.5e6, 2.5e6]
+    assert cap.link(B, 2.5, 3.5) == pytest.approx(7.5e6) and cap.link(("r2", "d1"), 0, 1) is None
 
 
 def test_a_down_link_leaves_nothing_and_an_inactive_flow_no_share():
