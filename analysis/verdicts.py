@@ -196,7 +196,9 @@ class Verdict:
                    level=None if j is None else j.level, look=None if j is None else j.look,
                    max_looks=None if j is None else j.max_looks,
                    alpha_spent=None if j is None else j.alpha_spent, final=None if j is None else j.final,
-                   needs={} if j is None else j.needs, parts=[] if j is None else j.parts)
+                   needs={} if j is None else j.needs, parts=[] if j is None else j.parts,
+                   # the usable repetitions each point it reads had at this look
+                   repetitions={} if j is None else {key: n for key, _, _, n in j.parts})
         return out
 
 

@@ -46,26 +46,35 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                                    "the study's short duration: checks the mechanics, never the claims"),
         out: Path = typer.Option(Path("results/studies"), "--out", help="folder that receives the study directory"),
         resume: Optional[Path] = typer.Option(None, "--resume", help="continue this study directory: finished "
-                                              "specs are kept, an unfinished run continues"),
+                                              "specs are kept, an unfinished run continues, and so does the "
+                                              "--budget loop (its budget as recorded, or --budget's)"),
         specs: Optional[str] = typer.Option(None, "--specs", help="only these specs, comma-separated"),
         testbed: Optional[str] = typer.Option(None, "--testbed", help="run every spec on this testbed instead "
                                               "of its own (e.g. mininet)"),
         prometheus: str = typer.Option("auto", help="auto: start or reuse the local Prometheus server; off; or the "
                                        "URL of a server already scraping ccrig"),
         prometheus_dir: Path = typer.Option(Path("results/prometheus"), help="the local Prometheus server's folder"),
-        progress: bool = typer.Option(True, help="show a progress bar"),
+        progress: bool = typer.Option(True, help="show the live status: pairs, claims, budget left, time to go"),
         report: bool = typer.Option(True, help="write the claims table and the runs' reports at the end"),
         jobs: str = typer.Option("1", "--jobs", help="how many (point, repetition) pairs of a spec run side by "
-                                 "side on this machine: a number, or auto (as ccrig run --jobs)")):
-    """Run a study: all its specs (those that need the vm testbed in one guest), then its claims table."""
+                                 "side on this machine: a number, or auto (as ccrig run --jobs)"),
+        budget: Optional[str] = typer.Option(None, "--budget", help="wall time for the study (900, 30m, 1h, "
+                                             "1h30m): after the first pass, more repetitions where claims are "
+                                             "undecided, look after look, until every claim is decided, the "
+                                             "budget is spent or the last look (3) is taken; the error rate "
+                                             "stays 5 % per claim over the looks")):
+    """Run a study: all its specs (those that need the vm testbed in one guest), k0 repetitions of every point
+    (the study's k0, else 3), then its claims table; with --budget, more repetitions where claims are undecided."""
     from ccrig.experiments.run.study import report as write_report, run as run_study  # lazy: the runner (numpy, scipy)
     from ccrig.experiments.run.engine import parse_jobs  # lazy: the runner (numpy, scipy)
+    from ccrig.experiments.run.budget import parse_budget  # lazy: as above
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
     try:
         study_dir = run_study(name, out, quick=quick, resume=resume, prometheus=prometheus,
                               prometheus_root=prometheus_dir, progress=progress, only=_specs(specs), testbed=testbed,
-                              say=lambda line: console.print(line, markup=False), jobs=parse_jobs(jobs))
+                              say=lambda line: console.print(line, markup=False), jobs=parse_jobs(jobs),
+                              budget=None if budget is None else parse_budget(budget))
     except RunError as e:
         # a failed spec leaves the others' results: their claims are judged all the same (the failed spec's
         # claims are not applicable), then the failure is said

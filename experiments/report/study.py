@@ -25,10 +25,26 @@ def _duration(state: dict) -> str:
     return f"{seconds / 60:.1f} min of runs"
 
 
+def _loop_lines(loop: dict) -> list[str]:
+    """The loop of looks (experiments/run/budget.py): its budget, each look, what it added, why it stopped."""
+    if not loop.get("looks"):
+        return []
+    budget = f"budget {loop['budget_s'] / 60:.1f} min, " if loop.get("budget_s") else "no budget, "
+    looks = "; ".join(f"look {e['look']}{' (final)' if e.get('final') else ''}: {e['decided']} decided, "
+                      f"{e['undecided']} undecided at {e['spent_s'] / 60:.1f} min"
+                      + (f", then {sum(e['added'].values())} more repetition(s) at {len(e['added'])} point(s)"
+                         if e.get("added") else "") for e in loop["looks"])
+    return [f"- looks: {budget}{loop.get('spent_s', 0) / 60:.1f} min spent; {looks}; stopped: "
+            f"{loop.get('stopped', 'not yet (--resume the study directory)')}"]
+
+
 def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: bool = True,
           error: dict | None = None) -> Path:
     """error: the design's error rate and method (analysis.sequential.Design.describe)."""
     study_dir = Path(study_dir)
+    loop = state.get("loop") or {}
+    for r in results:   # each claim's verdict at every look the loop took
+        r["looks"] = [{"look": e["look"], "verdict": e["verdicts"].get(r["id"])} for e in loop.get("looks", [])]
     counts = {v: sum(r["verdict"] == v for r in results) for v in ("holds", "fails", "no-difference", "undecided",
                                                                   "not-applicable")}
     lines = [f"# {study['title']}", "",
@@ -41,6 +57,7 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
              f"- verdicts: {counts['holds']} hold, {counts['fails']} fail, {counts['no-difference']} no difference, "
              f"{counts['undecided']} undecided, {counts['not-applicable']} not applicable",
              *([f"- error rate: {error['error_rate']} ({error['method']})"] if error else []),
+             *_loop_lines(loop),
              *([f"- **study.yaml changed since the run started** (sha256 {state['study_sha256'][:16]} then, "
                 f"{state['judged_study_sha256'][:16]} now): the claims and margins judged are today's"]
                if state.get("study_sha256") and state.get("judged_study_sha256")
@@ -94,7 +111,7 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
     (study_dir / "claims.json").write_text(json.dumps({
         "study": study["name"], "started": state.get("started"), "quick": bool(state.get("quick")),
         "study_sha256": state.get("study_sha256"), "judged_study_sha256": state.get("judged_study_sha256"),
-        "error_rate": error, "counts": counts, "claims": results,
+        "error_rate": error, "counts": counts, "claims": results, "loop": loop,
         # every repetition some claim left out, once, with its reason: the ones the engine runs again
         "excluded": [dict(t) for t in dict.fromkeys(tuple(e.items()) for r in results
                                                      for e in r.get("excluded") or [])]},

@@ -1,4 +1,4 @@
-"""The progress bar of a run (measured intervals done / to do), or none (`--no-progress`)."""
+"""The progress bar of a run (measured intervals done / to do), a study's live status line, or none (`--no-progress`)."""
 from __future__ import annotations
 
 
@@ -34,3 +34,34 @@ class Bar(NoBar):
 
 def progress(enabled: bool, total: int) -> NoBar:
     return Bar(total) if enabled else NoBar()
+
+
+class Status(NoBar):
+    """A study's live line (experiments/run/budget.status), redrawn every two seconds by rich's own thread.
+    A line that cannot be made (a file being replaced as it is read) keeps the last one: the display must
+    never be what stops a study."""
+
+    def __init__(self, line):
+        from rich.live import Live  # lazy: only a terminal shows it
+        from rich.text import Text  # lazy: as above
+        self.line, self.last = line, "study: starting"
+
+        def render():
+            try:
+                self.last = self.line()
+            except (OSError, ValueError, KeyError):
+                pass
+            return Text(self.last)
+        self.live = Live(get_renderable=render, refresh_per_second=0.5, transient=True)
+
+    def __enter__(self):
+        self.live.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.live.stop()
+        return False
+
+
+def status_display(enabled: bool, line) -> NoBar:
+    return Status(line) if enabled else NoBar()

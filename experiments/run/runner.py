@@ -51,6 +51,7 @@ class Options:
     progress: bool = True
     resume: Path | None = None      # a run directory to continue (its pairs not yet complete)
     jobs: int | str = 1             # pairs side by side (engine.py); auto: as many as this machine carries
+    repetitions: dict[int, int] | None = None   # point index -> its repetitions, over the spec's (a study's)
 
 
 @dataclass
@@ -184,18 +185,26 @@ class Runner:
     # --- the pairs: their order, resuming, a point once all its pairs are in ------------------------------
     def _plan(self) -> None:
         """The seeded order of every pair, recorded in summary.json; on resume, which pairs the archive has
-        complete (their repetition.json) and which points it has summarised already."""
+        complete (their repetition.json) and which points it has summarised already. A point's repetitions may
+        be raised over the spec's (Options.repetitions: a study's --budget): the recorded order is extended, its
+        finished pairs kept, and a point with new pairs is summarised again once they are in."""
         seed = self.exp.seed if self.exp.seed is not None else self.summary.get("seed")
         if seed is None:
             seed = schedule.derived_seed(self.run_id)
         variants = {p.index: [BASELINE] for p in self.points if p.experiment.pause_gain}
-        self.order = schedule.order({p.index: p.experiment.repetitions for p in self.points}, seed, variants)
+        reps_of = {p.index: (self.opt.repetitions or {}).get(p.index, p.experiment.repetitions) for p in self.points}
+        recorded = [tuple(pair) for pair in self.summary.get("order") or []] if self.opt.resume is not None else []
+        self.order = (schedule.extend(recorded, reps_of, seed, variants) if recorded
+                      else schedule.order(reps_of, seed, variants))
         self.summary.update(seed=seed, seed_from="spec" if self.exp.seed is not None else "the run's name",
                             order=[list(pair) for pair in self.order], ci_level=self.exp.ci)
-        # a point with no repetition finished ("failed") is tried again; the others stay as they are
-        self.summary["points"] = [p for p in self.summary["points"] if "failed" not in p]
-        self.finished = {p["index"] for p in self.summary["points"]}
+        if self.opt.repetitions:
+            self.summary["repetitions_of"] = {str(k): v for k, v in sorted(reps_of.items())}
         self.done = self.archive.repetitions_done() if self.opt.resume is not None else {}
+        # a point with no repetition finished ("failed") is tried again, and so is one with pairs it has not
+        # run (its repetitions were raised); the others stay as they are
+        self.summary["points"] = [p for p in self.summary["points"] if "failed" not in p and self._whole(p)]
+        self.finished = {p["index"] for p in self.summary["points"]}
         self.todo = {pair for pair in self.order if pair[0] not in self.finished and pair not in self.done}
         self.summary["failed"] = sum(len(p.get("failed_repetitions", [])) for p in self.summary["points"])
         if not self.summary["failed"]:
@@ -209,6 +218,12 @@ class Runner:
             self.summary.setdefault("resumed", []).append(
                 {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pairs_done": len(self.done),
                  "points_done": len(self.finished), "pairs_to_run": len(self.todo), "samples_dropped": dropped})
+
+    def _whole(self, point: dict) -> bool:
+        """Whether a summarised point has every pair of the order: complete, or failed in its summary."""
+        failed = {(f["rep"], f.get("variant", "")) for f in point.get("failed_repetitions", [])}
+        return all(pair in self.done or (pair[1], (*pair[2:], "")[0]) in failed
+                   for pair in self.order if pair[0] == point["index"])
 
     def unit(self, pair: tuple, prefix: str | None = None) -> Unit:
         """The pair as a unit of work: its point (the baseline's own for PAUSE), folder, names and laws."""

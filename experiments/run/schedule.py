@@ -25,3 +25,16 @@ def order(reps_of: dict[int, int], seed: int, variants_of: dict[int, list[str]] 
     pairs += [(p, r, v) for p, vs in sorted((variants_of or {}).items()) for v in vs for r in range(reps_of[p])]
     random.Random(seed).shuffle(pairs)
     return pairs
+
+
+def extend(done: list[tuple], reps_of: dict[int, int], seed: int, variants_of: dict[int, list[str]] | None = None
+           ) -> list[tuple]:
+    """A recorded order with the pairs a raised repetition count adds (a study's --budget asks a finished run for
+    more) appended in their own shuffle: the recorded pairs keep their places, so finished ones are never run
+    again, and the same raise from the same order gives the same extension (seeded by the seed and how long the
+    order was)."""
+    have = set(done)
+    new = [pair for pair in order(reps_of, seed, variants_of) if pair not in have]
+    new.sort()
+    random.Random(f"{seed}+{len(done)}").shuffle(new)
+    return list(done) + new

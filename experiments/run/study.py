@@ -5,8 +5,9 @@
     run(study, out, quick, ...)       every spec into one study directory (study.json says which run is which)
     report(study_dir)                 each claim's verdict (analysis/verdicts.py) -> claims.md / claims.json + figures
 
-Verdicts come from the repetitions each point has (analysis/sequential.py): today one look at the whole error
-rate (sequential.Design); a spec run with one repetition leaves its claims undecided, saying how many more it needs.
+Verdicts come from the repetitions each point has (analysis/sequential.py): a first pass of k0 repetitions of
+every point (the study's `k0`, else budget.K0), then one look at the whole error rate, or with --budget more
+repetitions where claims are undecided, look after look (experiments/run/budget.py; study.json's "loop").
 
 A study directory holds study.json and runs/ (each spec's ordinary run directory). The specs of a testbed that
 runs them elsewhere (`elsewhere`: the vm's guest kernel) run there together (one boot, not one per spec: a TCG
@@ -37,15 +38,15 @@ from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.telemetry.backfill import backfill
+from ccrig.experiments.run import budget as budgets
 from ccrig.experiments.run.preflight import auto_testbed
+from ccrig.experiments.run.progress import status_display
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 from ccrig.experiments.run.runner import Options, Runner, archive_room, run_prefix
 from ccrig.experiments.run.signals import Interrupted
+from ccrig.experiments.run.study_state import STATE, read_state, run_dir_of, write_state
 
 FOLDER = Path(__file__).resolve().parents[1] / "studies"   # experiments/studies
-STATE = "study.json"
-# one look at each claim, spending all of alpha: the run does not come back for more repetitions
-DESIGN = Design(max_looks=1)
 
 
 class SpecEntry(BaseModel):
@@ -67,6 +68,7 @@ class Study(BaseModel):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
     title: str
     seed: str = ""
+    k0: int | None = Field(None, ge=1, le=100)   # the first pass's repetitions per point (None: budget.K0)
     quick: dict[str, Any] = {"duration": "4s"}
     specs: list[SpecEntry] = Field(min_length=1)
     claims: list[Claim] = []
@@ -147,29 +149,7 @@ def resolved(folder: Path, study: Study, entry: SpecEntry, quick: bool, testbed:
     return path, raw, exp
 
 
-# --- the study directory's record -----------------------------------------------------------------------------
-
-def read_state(study_dir: Path) -> dict:
-    path = study_dir / STATE
-    if not path.is_file():
-        raise InputError(f"DIR: got {str(study_dir)!r}; expected a study directory holding {STATE}")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
-
-
-def write_state(study_dir: Path, state: dict) -> None:
-    tmp = study_dir / f".{STATE}.tmp"
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    os.replace(tmp, study_dir / STATE)
-
-
-def run_dir_of(study_dir: Path, rec: dict) -> Path | None:
-    """A spec's run directory. study.json holds it relative to the study directory, so a study directory can be
-    moved or copied whole (an older absolute path still works)."""
-    return Path(study_dir, rec["run_dir"]) if rec.get("run_dir") else None
-
+# --- the study directory's record (study.json: experiments/run/study_state.py) ----------------------------------
 
 def new_state(study: Study, folder: Path, quick: bool) -> dict:
     """study.json of a new study directory: the study, where its folder is, the hash of the study.yaml it runs
@@ -186,37 +166,30 @@ def new_state(study: Study, folder: Path, quick: bool) -> dict:
 
 def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = None, prometheus: str = "auto",
         prometheus_root: Path = Path("results/prometheus"), progress: bool = True, only: list[str] | None = None,
-        testbed: str | None = None, say=print, jobs: int | str = 1) -> Path:
-    """Runs the study's specs not yet finished in the study directory (new, or `resume`); returns it. A spec
-    that fails is recorded and the others still run; RunError at the end names the failed ones."""
+        testbed: str | None = None, say=print, jobs: int | str = 1, budget: float | None = None) -> Path:
+    """Runs the study's specs not yet finished in the study directory (new, or `resume`), then its loop of looks
+    (experiments/run/budget.py: one look without `budget` seconds); returns the directory. A spec that fails is
+    recorded and the others still run; RunError at the end names the failed ones. With `only` (a part of a
+    study: the vm guest's share) it runs those specs as study.json wants them, and no loop."""
     study, folder = load(name)
     name = study.name
     if only:
         unknown = [s for s in only if s not in [e.spec for e in study.specs]]
         if unknown:
             raise InputError(f"--specs: got {unknown[0]!r}; expected among {', '.join(e.spec for e in study.specs)}")
+    if budget is not None and (quick or only):
+        raise InputError(f"--budget: not with {'--quick' if quick else '--specs'}; expected a whole study's run "
+                         f"(a quick run checks the mechanics with one repetition, a part of a study has no claims)")
     entries = [e for e in study.specs if not only or e.spec in only]
     # every spec is validated before anything runs: a bad one stops the study before its first run
     planned = {e.spec: resolved(folder, study, e, quick, testbed) for e in entries}
+    d = Design(max_looks=1, k0=1) if quick else budgets.design(study.k0 or budgets.K0, budget is not None)
     if resume is not None:
         study_dir = Path(resume)
-        state = read_state(study_dir)
-        if state.get("study") != name or bool(state.get("quick")) != quick:
-            held = f"{state.get('study')}{' --quick' if state.get('quick') else ''}"
-            wanted = f"{name}{' --quick' if quick else ''}"
-            raise InputError(f"--resume: {study_dir} holds study {held!r}; expected {wanted}")
+        state = _resumed(study_dir, name, quick, budget)
     else:
         study_dir, state = None, new_state(study, folder, quick)
-    todo = [e for e in entries if state["specs"][e.spec]["status"] != "done"]
-    local, guest = [], {}   # guest: the specs of each testbed that runs them elsewhere, by its kind
-    for e in todo:
-        path, raw, exp = planned[e.spec]
-        if exp.testbed == "auto":
-            bed, why = auto_testbed(specmod.points(raw, exp, str(path)), run_prefix())
-            say(f"{e.spec}: testbed auto: {bed}, {why}")
-            planned[e.spec] = resolved(folder, study, e, quick, bed)
-        kind = planned[e.spec][2].testbed
-        (guest.setdefault(kind, []) if testbeds.get(kind).elsewhere else local).append(e)
+    local, guest = _where(folder, study, entries, planned, quick, say)
     # nothing is made before every spec's needs are known to be met here
     preflight([(e.spec, planned[e.spec]) for e in local],
               [(e.spec, planned[e.spec]) for specs in guest.values() for e in specs])
@@ -224,16 +197,26 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         archive_room(Path(out_root))   # an unwritable or full --out is said before anything is made
         study_dir = Path(out_root) / f"{name}{'-quick' if quick else ''}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         study_dir.mkdir(parents=True)
-        write_state(study_dir, state)
+    for spec, wants in budgets.first_pass(budgets.points_of(planned), d).items():
+        state["specs"][spec].setdefault("repetitions", wants)
+    write_state(study_dir, state)
     say(f"study {name}: {study_dir}")
     (study_dir / "runs").mkdir(exist_ok=True)
-    failed = []
-    for e in local:
-        failed += _run_local(e.spec, planned[e.spec], study_dir, state, prometheus, prometheus_root, progress, say,
-                             jobs)
-    for kind, specs in guest.items():
-        failed += _run_elsewhere(testbeds.get(kind), name, [e.spec for e in specs], planned, study_dir, quick,
-                                 prometheus, prometheus_root, say)
+
+    def run_specs(specs: list[str], bar: bool) -> list[str]:
+        state, failed = read_state(study_dir), []
+        for e in local:
+            if e.spec in specs:
+                failed += _run_local(e.spec, planned[e.spec], study_dir, state, prometheus, prometheus_root, bar,
+                                     say, jobs)
+        for kind, group in guest.items():
+            if any(e.spec in specs for e in group):
+                failed += _run_elsewhere(testbeds.get(kind), name, [e.spec for e in group if e.spec in specs],
+                                         planned, study_dir, quick, prometheus, prometheus_root, say)
+        return failed
+
+    failed = (run_specs([s for s, r in read_state(study_dir)["specs"].items() if s in only and r["status"] != "done"],
+                        progress) if only else _loop(study_dir, d, budget, run_specs, planned, progress, say))
     state = read_state(study_dir)
     state["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     write_state(study_dir, state)
@@ -243,6 +226,51 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         error.study_dir = study_dir   # the command line still judges the claims of what ran
         raise error
     return study_dir
+
+
+def _resumed(study_dir: Path, name: str, quick: bool, budget: float | None) -> dict:
+    """The state of a study directory to resume, if it is this study's and its loop can go on."""
+    state = read_state(study_dir)
+    if state.get("study") != name or bool(state.get("quick")) != quick:
+        held = f"{state.get('study')}{' --quick' if state.get('quick') else ''}"
+        wanted = f"{name}{' --quick' if quick else ''}"
+        raise InputError(f"--resume: {study_dir} holds study {held!r}; expected {wanted}")
+    loop = state.get("loop") or {}
+    if budget is not None and loop.get("looks") and loop.get("budget_s") is None:
+        raise InputError(f"--budget: {study_dir} was judged without a budget (its one look spent the whole error "
+                         f"rate); expected a new study run, or --resume without --budget")
+    if budget is not None:
+        loop.pop("stopped", None)   # a new allowance: the loop may look again if looks are left
+    return state
+
+
+def _where(folder: Path, study: Study, entries: list[SpecEntry], planned: dict, quick: bool, say
+           ) -> tuple[list[SpecEntry], dict[str, list[SpecEntry]]]:
+    """The specs run on this machine, and those of each testbed that runs them elsewhere (by its kind); a spec
+    of testbed auto gets its testbed here (planned is updated)."""
+    local, guest = [], {}
+    for e in entries:
+        path, raw, exp = planned[e.spec]
+        if exp.testbed == "auto":
+            bed, why = auto_testbed(specmod.points(raw, exp, str(path)), run_prefix())
+            say(f"{e.spec}: testbed auto: {bed}, {why}")
+            planned[e.spec] = resolved(folder, study, e, quick, bed)
+        kind = planned[e.spec][2].testbed
+        (guest.setdefault(kind, []) if testbeds.get(kind).elsewhere else local).append(e)
+    return local, guest
+
+
+def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: dict, progress: bool, say
+          ) -> list[str]:
+    """The loop of looks (budget.Loop), with its live display when asked (the runs' own bars off: one at a time)."""
+    points = budgets.points_of(planned)
+    hooks = budgets.Hooks(read=lambda: read_state(study_dir), write=lambda s: write_state(study_dir, s),
+                          run_dirs=lambda s: {k: run_dir_of(study_dir, r) for k, r in s["specs"].items()},
+                          run_specs=lambda specs: run_specs(specs, False),
+                          judge=lambda look, final: verdicts(study_dir, look, final, d)[2], say=say)
+    loop = budgets.Loop(hooks, d, budget)
+    with status_display(progress, lambda: budgets.status(loop, hooks.read(), points)):
+        return loop.run()
 
 
 def preflight(local: list[tuple[str, tuple]], guest: list[tuple[str, tuple]]) -> None:
@@ -267,9 +295,11 @@ def _run_local(spec: str, plan, study_dir: Path, state: dict, prometheus: str, p
     rec = state["specs"][spec]
     previous = run_dir_of(study_dir, rec)
     resume = previous if previous is not None and (previous / "summary.json").is_file() else None
+    # the repetitions study.json wants at each point (the first pass's, or more that the loop asked for)
+    wants = {int(i): int(n) for i, n in (rec.get("repetitions") or {}).items()}
     runner = Runner(path, raw, exp, Options(out_root=study_dir / "runs", prometheus=prometheus,
                                             prometheus_root=prometheus_root, progress=progress, resume=resume,
-                                            jobs=jobs))
+                                            jobs=jobs, repetitions=wants or None))
     started = time.monotonic()
     rec.update(status="running", testbed=exp.testbed)
     write_state(study_dir, state)
@@ -334,13 +364,15 @@ def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: P
 
 # --- the report -----------------------------------------------------------------------------------------------
 
-def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
+def verdicts(study_dir: Path, look: int | None = None, final: bool | None = None, d: Design | None = None
+             ) -> tuple[Study, dict, list]:
     """Each claim's verdict on the study directory's runs, by the claims (and margins) of the study.yaml as it
     is now: state["judged_study_sha256"] says which, so a report can tell when it is not the one the run began
-    with."""
+    with. The look, whether it is final and the design are the loop's last (study.json), unless given."""
     state = read_state(study_dir)
     study, folder = load(state.get("folder") or state["study"])
     state["judged_study_sha256"] = hashlib.sha256((folder / "study.yaml").read_bytes()).hexdigest()
+    d, look, final = budgets.judged_at(state, look, final, d)
     points, run_dirs = {}, {}
     for spec, rec in state["specs"].items():
         run_dir = run_dir_of(study_dir, rec)
@@ -355,11 +387,11 @@ def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
         return models.pause_model_gain(run_dirs[spec], point)
 
     archive = Archive(points, pause_model)
-    return study, state, [evaluate(c, archive, 1, DESIGN) for c in study.claims]
+    return study, state, [evaluate(c, archive, look, d, final) for c in study.claims]
 
 
 def report(study_dir: Path, runs: bool = True) -> Path:
     """claims.md, claims.json and the figures (each run's own report, and a utility diagram per spec)."""
     study, state, results = verdicts(study_dir)
     return study_report.write(study_dir, study.model_dump(), state, [r.to_dict() for r in results], runs,
-                              DESIGN.describe())
+                              budgets.judged_at(state)[0].describe())

@@ -1,0 +1,277 @@
+"""A study's repetitions spent where its claims are undecided (`ccrig study run NAME --budget 30m`).
+
+    first pass   k0 repetitions of every point (sequential.plan; max with the spec's own `repetitions`)
+    look 1       every claim judged (analysis/verdicts.py at look 1 of the design)
+    then, while some claim is undecided, a look is left and the budget buys a repetition:
+                 sequential.next_pairs (the most informative points first, within the budget left, at each
+                 spec's cost per pair measured so far) raises those points' repetitions in study.json, the specs
+                 run again (each run directory gains repetitions in place: runner.py extends its seeded order),
+                 and every claim is judged at the next look; `final` when the budget will not buy another
+                 round or it is the design's last look (it then spends all of alpha that is left)
+    stopped      the reason, in study.json's "loop", with every look's verdicts, pairs added and time spent
+
+study.json is the shared state: each spec's record says how many repetitions each of its points wants
+("repetitions": {index: n}), so a spec that runs elsewhere (the vm's guest runs `ccrig study run --resume DIR
+--specs ...` on the same study.json) gets its extra repetitions without another argument. The loop itself runs
+only in the outer study; `--resume DIR` continues it where it stopped (the time spent is in study.json).
+
+Without --budget the same loop makes one look with the whole error rate (a design of one look) after the
+first pass. Budget spent counts the study's wall time in this loop, the first pass included.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from ccrig.analysis.sequential import Design, next_pairs, plan
+from ccrig.errors import field_error
+from ccrig.experiments import spec as specmod
+
+LOOKS = 3          # looks at most with --budget: the design tests/unit/test_sequential.py simulates
+K0 = 3             # the first pass: 2 give an interval, a third keeps its t quantile off the cliff (12.7 -> 4.3)
+DEFAULT_COST_S = 60.0   # a pair's cost before any was measured (no spec has finished one yet)
+DECIDED = ("holds", "fails", "no-difference", "not-applicable")
+
+
+def parse_budget(text: str) -> float:
+    """--budget: seconds from 900, 900s, 30m, 1.5h or 1h30m; more than 0 and at most a week."""
+    m = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text or "")
+    seconds = None
+    if m and any(m.groups()):
+        h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+        seconds = 3600 * h + 60 * mi + s
+    if seconds is None or not 0 < seconds <= 7 * 86400:
+        raise field_error("--budget", text, "a duration from 1s to 7 days such as 900 (seconds), 30m, 1h or 1h30m")
+    return seconds
+
+
+def design(k0: int, budget: bool) -> Design:
+    """The study's sequential design: several looks with a budget, else one look spending all of alpha."""
+    return Design(max_looks=LOOKS if budget else 1, k0=k0)
+
+
+def judged_at(state: dict, look: int | None = None, final: bool | None = None, d: Design | None = None
+              ) -> tuple[Design, int, bool]:
+    """The design, look and finality a study directory is judged at: as given, else its loop's last look (a
+    study directory from before the loop: one look spending all of alpha)."""
+    loop = state.get("loop") or {}
+    if d is None:
+        k = loop.get("design") or {}
+        d = Design(alpha=k.get("alpha", 0.05), max_looks=k.get("max_looks", 1), k0=k.get("k0", 1),
+                   power=k.get("power", Design.power))
+    last = (loop.get("looks") or [{}])[-1]
+    return d, look or last.get("look", 1), last.get("final", True) if final is None else final
+
+
+def key(spec: str, index: int) -> str:
+    return f"{spec}#{index}"
+
+
+def parse_key(point: str) -> tuple[str, int]:
+    """SPEC#INDEX or SPEC#INDEX/baseline (PAUSE's run without it: the point's own repetitions) -> (spec, index)."""
+    spec, rest = point.rsplit("#", 1)
+    return spec, int(rest.split("/", 1)[0])
+
+
+def points_of(planned: dict) -> dict[str, dict[int, tuple[int, int]]]:
+    """spec -> {point index: (the spec's repetitions, pairs per repetition: 2 for a PAUSE point, whose run
+    without PAUSE is a pair of its own)}, of the specs as the study runs them (spec -> (path, raw, exp))."""
+    return {spec: {p.index: (p.experiment.repetitions, 2 if p.experiment.pause_gain else 1)
+                   for p in specmod.points(raw, exp, str(path))} for spec, (path, raw, exp) in planned.items()}
+
+
+def first_pass(points: dict[str, dict[int, tuple[int, int]]], d: Design) -> dict[str, dict[str, int]]:
+    """Each spec's points' repetitions for the first pass: k0 (sequential.plan), or the spec's own if more
+    (points: points_of). Keys are strings, as study.json holds them."""
+    want = plan([key(s, i) for s, pts in points.items() for i in pts], d)
+    return {s: {str(i): max(want[key(s, i)], n) for i, (n, _) in pts.items()} for s, pts in points.items()}
+
+
+def raise_wants(state: dict, pairs: list[tuple[str, int]]) -> dict[str, dict[str, int]]:
+    """The points' new repetition counts in study.json (each spec's "repetitions"), n more at each point, and
+    every spec that gains any marked pending. Returns {spec: {index: n more}}."""
+    added: dict[str, dict[str, int]] = {}
+    for point, more in pairs:
+        spec, index = parse_key(point)
+        # a PAUSE point's baseline has the point's repetitions: the larger need of the two sets it
+        added.setdefault(spec, {})[str(index)] = max(added.get(spec, {}).get(str(index), 0), more)
+    for spec, more in added.items():
+        rec = state["specs"][spec]
+        wants = rec.setdefault("repetitions", {})
+        for index, n in more.items():
+            wants[index] = int(wants.get(index, 1)) + n
+        rec["status"] = "pending"
+    return added
+
+
+def pairs_of(run_dir: Path | None) -> tuple[int, int]:
+    """(complete, begun but not complete) pairs in a run directory (repetition.json marks a complete one)."""
+    if run_dir is None or not (run_dir / "points").is_dir():
+        return 0, 0
+    reps = [d for d in (run_dir / "points").glob("[0-9][0-9][0-9]/**/rep*") if d.is_dir()]
+    done = sum(1 for d in reps if (d / "repetition.json").is_file())
+    return done, len(reps) - done
+
+
+def costs(state: dict, run_dirs: dict[str, Path | None]) -> dict[str, float]:
+    """Each spec's wall seconds per pair so far (its runs' time over its complete pairs: set-up, teardown and a
+    guest's boot included, side by side already divided in); a spec with none yet, the others' mean."""
+    out = {}
+    for spec, rec in state["specs"].items():
+        done, _ = pairs_of(run_dirs.get(spec))
+        if done and float(rec.get("seconds") or 0) > 0:
+            out[spec] = float(rec["seconds"]) / done
+    mean = sum(out.values()) / len(out) if out else DEFAULT_COST_S
+    return {spec: out.get(spec, mean) for spec in state["specs"]}
+
+
+@dataclass
+class Hooks:
+    """What the loop asks of the study (experiments/run/study.py): its record, running specs, judging."""
+    read: Callable[[], dict]                     # study.json
+    write: Callable[[dict], None]
+    run_dirs: Callable[[dict], dict]             # spec -> its run directory (None before it ran)
+    run_specs: Callable[[list[str]], list[str]]  # runs these specs (as study.json wants); their failures
+    judge: Callable[[int, bool], list]           # every claim's Verdict at a look (final or not)
+    say: Callable[[str], None]
+
+
+class Loop:
+    """The loop over one study directory's state; `live` is what the display shows."""
+
+    def __init__(self, hooks: Hooks, d: Design, budget_s: float | None):
+        self.h, self.design = hooks, d
+        state = hooks.read()
+        loop = state.setdefault("loop", {"budget_s": None, "spent_s": 0.0, "looks": []})
+        if budget_s is not None:
+            loop["budget_s"] = budget_s
+        loop["design"] = d.describe()
+        hooks.write(state)
+        self.budget_s = loop["budget_s"]
+        self.spent_before = float(loop.get("spent_s") or 0)
+        self.started = time.monotonic()
+        self.live = {"look": len(loop["looks"]), "max_looks": d.max_looks, "decided": None, "undecided": None}
+
+    def spent(self) -> float:
+        return self.spent_before + time.monotonic() - self.started
+
+    def left(self) -> float | None:
+        return None if self.budget_s is None else max(0.0, self.budget_s - self.spent())
+
+    def _save(self, state: dict) -> dict:
+        state["loop"]["spent_s"] = round(self.spent(), 1)
+        self.h.write(state)
+        return state
+
+    def run(self) -> list[str]:
+        """Runs rounds and looks until the loop stops; returns the specs' failures."""
+        failed: list[str] = []
+        state = self.h.read()
+        # what is not done yet (a first pass, a round cut short, a failed spec on --resume) runs first
+        todo = [s for s, rec in state["specs"].items() if rec["status"] != "done"]
+        while not state["loop"].get("stopped"):
+            if todo:
+                failed += self._round(todo)
+            state = self.h.read()
+            todo = self._look(state)
+        return failed
+
+    def _round(self, specs: list[str]) -> list[str]:
+        try:
+            return self.h.run_specs(specs)
+        finally:   # the time a round took counts even when it was interrupted
+            self._save(self.h.read())
+
+    def _look(self, state: dict) -> list[str]:
+        """Judges every claim at the next look; records it; returns the specs to run for the one after (none:
+        the loop has stopped, saying why)."""
+        loop = state["loop"]
+        look = len(loop["looks"]) + 1
+        cost = costs(state, self.h.run_dirs(state))
+        left = self.left()
+        final = look >= self.design.max_looks or left is None or left < min(cost.values())
+        results = self.h.judge(look, final)
+        pairs = [] if final else next_pairs([r.judgement for r in results if r.judgement is not None], left,
+                                            {p: cost[parse_key(p)[0]] for r in results if r.judgement
+                                             for p in [part[0] for part in r.judgement.parts]})
+        undecided = [r for r in results if r.verdict not in DECIDED]
+        if not final and undecided and not pairs:
+            # no look follows after all (nothing affordable, or nothing would decide them): this look is the
+            # last, so it spends what is left of alpha; its decisions only grow (a wider level, same data)
+            final = True
+            results = self.h.judge(look, final)
+            undecided = [r for r in results if r.verdict not in DECIDED]
+        entry = {"look": look, "final": final, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 "spent_s": round(self.spent(), 1), "budget_left_s": None if left is None else round(left, 1),
+                 "verdicts": {r.id: r.verdict for r in results}, "decided": len(results) - len(undecided),
+                 "undecided": len(undecided), "cost_per_pair_s": {s: round(c, 1) for s, c in cost.items()}}
+        self.live.update(look=look, decided=entry["decided"], undecided=entry["undecided"])
+        if not undecided:
+            loop["stopped"] = "every claim is decided"
+        elif final:
+            loop["stopped"] = self._why_final(look, left, cost)
+        else:
+            added = raise_wants(state, pairs)
+            entry["added"] = {f"{s}#{i}": n for s, more in added.items() for i, n in more.items()}
+            self.h.say(f"look {look}: {entry['decided']} claim(s) decided, {entry['undecided']} undecided; "
+                       f"{sum(entry['added'].values())} more repetition(s) at {len(entry['added'])} point(s), "
+                       f"{_minutes(left)} of budget left")
+        loop["looks"].append(entry)
+        self._save(state)
+        if loop.get("stopped"):
+            self.h.say(f"look {look}: {entry['decided']} claim(s) decided, {entry['undecided']} undecided; "
+                       f"stopped: {loop['stopped']}")
+            return []
+        return sorted(added)
+
+    def _why_final(self, look: int, left: float | None, cost: dict[str, float]) -> str:
+        if self.budget_s is None:
+            return "one look (no --budget)"
+        if look >= self.design.max_looks:
+            return f"the design's last look ({self.design.max_looks})"
+        if left < min(cost.values()):
+            return f"the budget is spent ({_minutes(left)} left, a pair costs at least {min(cost.values()):.0f} s)"
+        return "more repetitions within the budget would decide no undecided claim"
+
+
+def _minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "no budget"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def pairs_wanted(state: dict, points: dict[str, dict[int, tuple[int, int]]]) -> int:
+    """All pairs study.json wants. points: spec -> {index: (the spec's repetitions, pairs per repetition: 2 for
+    a PAUSE point, whose run without PAUSE is a pair of its own)}."""
+    total = 0
+    for spec, pts in points.items():
+        wants = state["specs"].get(spec, {}).get("repetitions") or {}
+        total += sum(int(wants.get(str(i), reps)) * per for i, (reps, per) in pts.items())
+    return total
+
+
+def status(loop: Loop, state: dict, points: dict[str, dict[int, tuple[int, int]]]) -> str:
+    """The live display's line: pairs done / running / queued, claims decided / undecided, budget left and an
+    estimate of the time to the end (of this round, at the pairs' cost so far; with a budget, at most it)."""
+    run_dirs = loop.h.run_dirs(state)
+    done = running = 0
+    for spec in state["specs"]:
+        d, r = pairs_of(run_dirs.get(spec))
+        done, running = done + d, running + r
+    queued = max(0, pairs_wanted(state, points) - done - running)
+    cost = costs(state, run_dirs)
+    per_pair = sum(cost.values()) / len(cost) if cost else DEFAULT_COST_S
+    eta = (queued + running / 2) * per_pair
+    left = loop.left()
+    if left is not None:
+        eta = min(eta, left)
+    lv = loop.live
+    claims = ("claims: not judged yet" if lv["decided"] is None
+              else f"claims: {lv['decided']} decided, {lv['undecided']} undecided (look {lv['look']}/{lv['max_looks']})")
+    return (f"pairs: {done} done, {running} running, {queued} queued · {claims} · budget left {_minutes(left)} · "
+            f"~{_minutes(eta) if math.isfinite(eta) else '?'} to go")

@@ -1,0 +1,75 @@
+"""`ccrig study run --budget` through the real command line and kernel: a study of two experiments compared by a
+claim with a margin, as the issue's done-when line puts it. Two identical experiments (the same 10 Mbit/s
+dumbbell under two names) are never decided apart (no-difference or undecided); one with 20 % more capacity
+(12 Mbit/s) is decided: it holds. The two studies run at once on this machine, which they must survive without
+colliding (each its own study directory, run names and namespaces)."""
+import json
+import subprocess
+
+import yaml
+
+from conftest import CCRIG, ROOT, dumbbell, leftovers
+
+# one reno flow fills a 10 Mbit/s link alike in every 3 s repetition (their goodput spreads by a few kbit/s): a 5 %
+# margin (478 kbit/s) is decided at the first look; 0.2 % (19 kbit/s) is about what 3 repetitions resolve at
+# the first look's strict level (its 99.93 % interval was ±40 kbit/s here), so it takes the loop's extra
+# repetitions (the runs gain them in place) to decide it, or the budget runs out first (undecided)
+CLAIM = [{"id": "a-beats-b", "paper": "A carries more than B", "test": {
+    "kind": "compare", "a": {"spec": "a"}, "op": ">", "b": {"spec": "b"}, "margin": "5%"}},
+    {"id": "a-beats-b-closely", "paper": "A carries more than B by a hair", "test": {
+        "kind": "compare", "a": {"spec": "a"}, "op": ">", "b": {"spec": "b"}, "margin": "0.2%"}}]
+
+
+def make(tmp_path, name: str, rate_a: str) -> str:
+    folder = tmp_path / name
+    (folder / "specs").mkdir(parents=True)
+    for spec, rate in (("a", rate_a), ("b", "10mbit")):
+        body = {**dumbbell([{"cc": "reno"}], duration="3s", rate=rate), "name": spec, "repetitions": 1}
+        (folder / "specs" / f"{spec}.yaml").write_text(yaml.safe_dump(body, sort_keys=False))
+    study = {"name": name, "title": "two experiments, one claim", "k0": 3,
+             "specs": [{"spec": "a", "answers": "A"}, {"spec": "b", "answers": "B"}], "claims": CLAIM}
+    (folder / "study.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
+    return str(folder)
+
+
+def test_identical_experiments_are_never_decided_apart_and_20_percent_more_capacity_is(tmp_path):
+    studies = {"same": make(tmp_path, "same", "10mbit"), "more": make(tmp_path, "more", "12mbit")}
+    procs = {name: subprocess.Popen([*CCRIG, "study", "run", folder, "--out", str(tmp_path / f"out-{name}"), "--budget", "75s",
+                                     "--prometheus", "off", "--no-progress", "--no-report"],
+                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name, folder in studies.items()}
+    out = {name: p.communicate(timeout=400) for name, p in procs.items()}
+    for name, p in procs.items():
+        assert p.returncode == 0, out[name]
+        assert leftovers(p.pid) == []
+    dirs = {name: next((tmp_path / f"out-{name}").iterdir()) for name in procs}
+    assert dirs["same"] != dirs["more"]
+    for name, d in dirs.items():
+        state = json.loads((d / "study.json").read_text())
+        loop = state["loop"]
+        # the first pass ran k0 repetitions of every point before the first look, and the loop says why it stopped
+        assert loop["looks"][0]["look"] == 1 and loop["stopped"], loop
+        assert loop["design"]["max_looks"] == 3 and loop["budget_s"] == 75
+        for spec, rec in state["specs"].items():
+            assert rec["status"] == "done"
+            summary = json.loads((d / rec["run_dir"] / "summary.json").read_text())
+            reps = len(summary["points"][0]["repetitions"]) + len(summary["points"][0].get("failed_repetitions", []))
+            assert reps == int(rec["repetitions"]["0"]) >= 3, (name, spec, rec, summary["points"][0].keys())
+        # the claims table says the same, with the error rate, the looks and the repetitions each claim read
+        p = subprocess.run([*CCRIG, "study", "report", str(d), "--no-runs"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        claims = json.loads((d / "claims.json").read_text())
+        assert claims["error_rate"]["max_looks"] == 3 and claims["loop"]["stopped"] == loop["stopped"]
+        for c in claims["claims"]:
+            assert c["verdict"] == loop["looks"][-1]["verdicts"][c["id"]]
+            assert [x["look"] for x in c["looks"]] == [e["look"] for e in loop["looks"]]
+            assert c["repetitions"] == {f"{s}#0": int(state["specs"][s]["repetitions"]["0"]) for s in "ab"} or \
+                c["excluded"], c   # every repetition is read, but for those left out with their reasons
+            assert c["verdict"] != "undecided" or c["needs"], c
+        assert "- looks: budget 1.2 min" in (d / "claims.md").read_text()
+        for claim, verdict in loop["looks"][-1]["verdicts"].items():
+            if name == "same":
+                assert verdict in ("no-difference", "undecided"), (claim, loop)
+            else:
+                assert verdict == "holds", (claim, loop)
