@@ -137,28 +137,31 @@ class Hooks:
     write: Callable[[dict], None]
     run_dirs: Callable[[dict], dict]             # spec -> its run directory (None before it ran)
     run_specs: Callable[[list[str]], list[str]]  # runs these specs (as study.json wants); their failures
-    judge: Callable[[int, bool], list]           # every claim's Verdict at a look (final or not)
+    judge: Callable[[int, bool, Design], list]   # every claim's Verdict at a look (final or not) of the design
     say: Callable[[str], None]
 
 
 class Loop:
     """The loop over one study directory's state; `live` is what the display shows."""
 
-    def __init__(self, hooks: Hooks, d: Design, budget_s: float | None):
-        self.h, self.design = hooks, d
+    def __init__(self, hooks: Hooks, d: Design, budget_s: float | None, clock: Callable[[], float] = time.monotonic):
+        self.h, self.clock = hooks, clock
         state = hooks.read()
         loop = state.setdefault("loop", {"budget_s": None, "spent_s": 0.0, "looks": []})
         if budget_s is not None:
             loop["budget_s"] = budget_s
+        if loop["looks"]:   # a look was taken: the design it spent alpha by holds to the end (--resume)
+            d = judged_at(state)[0]
+        self.design = d
         loop["design"] = d.describe()
         hooks.write(state)
         self.budget_s = loop["budget_s"]
         self.spent_before = float(loop.get("spent_s") or 0)
-        self.started = time.monotonic()
+        self.started = clock()
         self.live = {"look": len(loop["looks"]), "max_looks": d.max_looks, "decided": None, "undecided": None}
 
     def spent(self) -> float:
-        return self.spent_before + time.monotonic() - self.started
+        return self.spent_before + self.clock() - self.started
 
     def left(self) -> float | None:
         return None if self.budget_s is None else max(0.0, self.budget_s - self.spent())
@@ -195,7 +198,7 @@ class Loop:
         cost = costs(state, self.h.run_dirs(state))
         left = self.left()
         final = look >= self.design.max_looks or left is None or left < min(cost.values())
-        results = self.h.judge(look, final)
+        results = self.h.judge(look, final, self.design)
         pairs = [] if final else next_pairs([r.judgement for r in results if r.judgement is not None], left,
                                             {p: cost[parse_key(p)[0]] for r in results if r.judgement
                                              for p in [part[0] for part in r.judgement.parts]})
@@ -204,7 +207,7 @@ class Loop:
             # no look follows after all (nothing affordable, or nothing would decide them): this look is the
             # last, so it spends what is left of alpha; its decisions only grow (a wider level, same data)
             final = True
-            results = self.h.judge(look, final)
+            results = self.h.judge(look, final, self.design)
             undecided = [r for r in results if r.verdict not in DECIDED]
         entry = {"look": look, "final": final, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "spent_s": round(self.spent(), 1), "budget_left_s": None if left is None else round(left, 1),

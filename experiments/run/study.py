@@ -267,7 +267,7 @@ def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: 
     hooks = budgets.Hooks(read=lambda: read_state(study_dir), write=lambda s: write_state(study_dir, s),
                           run_dirs=lambda s: {k: run_dir_of(study_dir, r) for k, r in s["specs"].items()},
                           run_specs=lambda specs: run_specs(specs, False),
-                          judge=lambda look, final: verdicts(study_dir, look, final, d)[2], say=say)
+                          judge=lambda look, final, d: verdicts(study_dir, look, final, d)[2], say=say)
     loop = budgets.Loop(hooks, d, budget)
     with status_display(progress, lambda: budgets.status(loop, hooks.read(), points)):
         return loop.run()
