@@ -21,6 +21,7 @@ first pass. Budget spent counts the study's wall time in this loop, the first pa
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -92,6 +93,16 @@ def first_pass(points: dict[str, dict[int, tuple[int, int]]], d: Design) -> dict
     return {s: {str(i): max(want[key(s, i)], n) for i, (n, _) in pts.items()} for s, pts in points.items()}
 
 
+def given_time(planned: dict, state: dict) -> dict:
+    """The specs (spec -> (path, raw, exp)), each with the most repetitions study.json wants at any of its points
+    as its own: what a run elsewhere is given time for (its guest's timeout counts the spec's repetitions)."""
+    out = {}
+    for spec, (path, raw, exp) in planned.items():
+        most = max(map(int, (state["specs"][spec].get("repetitions") or {}).values()), default=exp.repetitions)
+        out[spec] = (path, raw, exp.model_copy(update={"repetitions": max(most, exp.repetitions)}))
+    return out
+
+
 def raise_wants(state: dict, pairs: list[tuple[str, int]]) -> dict[str, dict[str, int]]:
     """The points' new repetition counts in study.json (each spec's "repetitions"), n more at each point, and
     every spec that gains any marked pending. Returns {spec: {index: n more}}."""
@@ -116,6 +127,13 @@ def pairs_of(run_dir: Path | None) -> tuple[int, int]:
     reps = [d for d in (run_dir / "points").glob("[0-9][0-9][0-9]/**/rep*") if d.is_dir()]
     done = sum(1 for d in reps if (d / "repetition.json").is_file())
     return done, len(reps) - done
+
+
+def begun(study_dir: Path, plan: tuple | None) -> Path | None:
+    """The run directory a spec running in this process has made (runs/NAME-STAMP-PID), before study.json names
+    it (at the run's end): the display counts its pairs as they finish."""
+    found = sorted((study_dir / "runs").glob(f"{plan[2].name}-*-{os.getpid()}")) if plan else []
+    return found[-1] if found else None
 
 
 def costs(state: dict, run_dirs: dict[str, Path | None]) -> dict[str, float]:
@@ -274,7 +292,7 @@ def status(loop: Loop, state: dict, points: dict[str, dict[int, tuple[int, int]]
     if left is not None:
         eta = min(eta, left)
     lv = loop.live
-    claims = ("claims: not judged yet" if lv["decided"] is None
-              else f"claims: {lv['decided']} decided, {lv['undecided']} undecided (look {lv['look']}/{lv['max_looks']})")
+    claims = ("claims: not judged yet" if lv["decided"] is None else
+              f"claims: {lv['decided']} decided, {lv['undecided']} undecided (look {lv['look']}/{lv['max_looks']})")
     return (f"pairs: {done} done, {running} running, {queued} queued · {claims} · budget left {_minutes(left)} · "
             f"~{_minutes(eta) if math.isfinite(eta) else '?'} to go")

@@ -1,4 +1,5 @@
-"""The progress bar of a run (measured intervals done / to do), a study's live status line, or none (`--no-progress`)."""
+"""The progress bar of a run (measured intervals done / to do), a study's live status line, or neither
+(`--no-progress`)."""
 from __future__ import annotations
 
 

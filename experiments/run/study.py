@@ -179,7 +179,8 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
             raise InputError(f"--specs: got {unknown[0]!r}; expected among {', '.join(e.spec for e in study.specs)}")
     if budget is not None and (quick or only):
         raise InputError(f"--budget: not with {'--quick' if quick else '--specs'}; expected a whole study's run "
-                         f"(a quick run checks the mechanics with one repetition, a part of a study has no claims)")
+                         + ("without --quick (a quick run checks the mechanics, one repetition a point)" if quick
+                            else "without --specs (the loop judges the whole study's claims)"))
     entries = [e for e in study.specs if not only or e.spec in only]
     # every spec is validated before anything runs: a bad one stops the study before its first run
     planned = {e.spec: resolved(folder, study, e, quick, testbed) for e in entries}
@@ -212,7 +213,8 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         for kind, group in guest.items():
             if any(e.spec in specs for e in group):
                 failed += _run_elsewhere(testbeds.get(kind), name, [e.spec for e in group if e.spec in specs],
-                                         planned, study_dir, quick, prometheus, prometheus_root, say)
+                                         budgets.given_time(planned, state), study_dir, quick, prometheus,
+                                         prometheus_root, say)
         return failed
 
     failed = (run_specs([s for s, r in read_state(study_dir)["specs"].items() if s in only and r["status"] != "done"],
@@ -265,7 +267,8 @@ def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: 
     """The loop of looks (budget.Loop), with its live display when asked (the runs' own bars off: one at a time)."""
     points = budgets.points_of(planned)
     hooks = budgets.Hooks(read=lambda: read_state(study_dir), write=lambda s: write_state(study_dir, s),
-                          run_dirs=lambda s: {k: run_dir_of(study_dir, r) for k, r in s["specs"].items()},
+                          run_dirs=lambda s: {k: run_dir_of(study_dir, r) or budgets.begun(study_dir, planned.get(k))
+                                              for k, r in s["specs"].items()},
                           run_specs=lambda specs: run_specs(specs, False),
                           judge=lambda look, final, d: verdicts(study_dir, look, final, d)[2], say=say)
     loop = budgets.Loop(hooks, d, budget)

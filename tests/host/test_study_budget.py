@@ -34,8 +34,8 @@ def make(tmp_path, name: str, rate_a: str) -> str:
 
 def test_identical_experiments_are_never_decided_apart_and_20_percent_more_capacity_is(tmp_path):
     studies = {"same": make(tmp_path, "same", "10mbit"), "more": make(tmp_path, "more", "12mbit")}
-    procs = {name: subprocess.Popen([*CCRIG, "study", "run", folder, "--out", str(tmp_path / f"out-{name}"), "--budget", "75s",
-                                     "--prometheus", "off", "--no-progress", "--no-report"],
+    procs = {name: subprocess.Popen([*CCRIG, "study", "run", folder, "--out", str(tmp_path / f"out-{name}"),
+                                     "--budget", "75s", "--prometheus", "off", "--no-progress", "--no-report"],
                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name, folder in studies.items()}
     out = {name: p.communicate(timeout=400) for name, p in procs.items()}
