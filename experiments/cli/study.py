@@ -47,7 +47,7 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
         out: Path = typer.Option(Path("results/studies"), "--out", help="folder that receives the study directory"),
         resume: Optional[Path] = typer.Option(None, "--resume", help="continue this study directory: finished "
                                               "specs are kept, an unfinished run continues, and so does the "
-                                              "--budget loop (its budget as recorded, or --budget's)"),
+                                              "--budget loop (its budget as recorded, or a new --budget total)"),
         specs: Optional[str] = typer.Option(None, "--specs", help="only these specs, comma-separated"),
         testbed: Optional[str] = typer.Option(None, "--testbed", help="run every spec on this testbed instead "
                                               "of its own (e.g. mininet)"),

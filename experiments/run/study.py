@@ -43,7 +43,7 @@ from ccrig.experiments.run.preflight import auto_testbed
 from ccrig.experiments.run.progress import status_display
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 from ccrig.experiments.run.runner import Options, Runner, archive_room, run_prefix
-from ccrig.experiments.run.signals import Interrupted
+from ccrig.experiments.run.signals import Interrupted, trapped
 from ccrig.experiments.run.study_state import STATE, read_state, run_dir_of, write_state
 
 FOLDER = Path(__file__).resolve().parents[1] / "studies"   # experiments/studies
@@ -241,8 +241,6 @@ def _resumed(study_dir: Path, name: str, quick: bool, budget: float | None) -> d
     if budget is not None and loop.get("looks") and loop.get("budget_s") is None:
         raise InputError(f"--budget: {study_dir} was judged without a budget (its one look spent the whole error "
                          f"rate); expected a new study run, or --resume without --budget")
-    if budget is not None:
-        loop.pop("stopped", None)   # a new allowance: the loop may look again if looks are left
     return state
 
 
@@ -272,7 +270,8 @@ def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: 
                           run_specs=lambda specs: run_specs(specs, False),
                           judge=lambda look, final, d: verdicts(study_dir, look, final, d)[2], say=say)
     loop = budgets.Loop(hooks, d, budget)
-    with status_display(progress, lambda: budgets.status(loop, hooks.read(), points)):
+    # SIGTERM between runs too (judging, choosing) ends the study as an interrupted one: --resume goes on
+    with status_display(progress, lambda: budgets.status(loop, hooks.read(), points)), trapped():
         return loop.run()
 
 

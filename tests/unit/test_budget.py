@@ -217,3 +217,14 @@ def test_by_simulation_the_loop_keeps_its_error_rate_and_decides_a_margin_sized_
     assert wrong / runs <= 0.065, none
     real = _simulate(monkeypatch, 300, 1.0, 1.0, 4)   # a true difference of the margin, sigma 1
     assert real.get("holds", 0) / 300 >= 0.5, real
+
+
+def test_a_raised_repetition_count_extends_the_recorded_order_deterministically():
+    from ccrig.experiments.run import schedule
+    first = schedule.order({0: 3, 1: 3}, 7, {1: ["baseline"]})
+    more = schedule.extend(first, {0: 5, 1: 4}, 7, {1: ["baseline"]})
+    assert more[:len(first)] == first   # the finished pairs keep their places: none runs again
+    assert sorted(more[len(first):], key=str) == sorted([(0, 3), (0, 4), (1, 3), (1, 3, "baseline")], key=str)
+    assert more == schedule.extend(first, {0: 5, 1: 4}, 7, {1: ["baseline"]})
+    assert schedule.extend(first, {0: 3, 1: 3}, 7, {1: ["baseline"]}) == first
+    assert schedule.extend(more, {0: 6, 1: 4}, 7, {1: ["baseline"]})[:len(more)] == more
