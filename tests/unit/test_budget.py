@@ -228,3 +228,14 @@ def test_a_raised_repetition_count_extends_the_recorded_order_deterministically(
     assert more == schedule.extend(first, {0: 5, 1: 4}, 7, {1: ["baseline"]})
     assert schedule.extend(first, {0: 3, 1: 3}, 7, {1: ["baseline"]}) == first
     assert schedule.extend(more, {0: 6, 1: 4}, 7, {1: ["baseline"]})[:len(more)] == more
+
+
+def test_a_spec_run_elsewhere_is_given_time_for_the_repetitions_study_json_wants():
+    from ccrig.experiments import spec as specmod
+    raw = {"name": "g", "testbed": "netns", "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit"}},
+           "flows": [{"cc": "reno"}], "duration": "3s", "repetitions": 2}
+    exp = specmod.validate(raw, "g.yaml")
+    state = {"specs": {"g": {"repetitions": {"0": 7}}, "h": {}}}
+    given = budget.given_time({"g": ("g.yaml", raw, exp), "h": ("h.yaml", raw, exp)}, state)
+    assert given["g"][2].repetitions == 7 and given["h"][2].repetitions == 2
+    assert given["g"][1] is raw and exp.repetitions == 2   # the spec itself (what its run archives) is unchanged
