@@ -44,7 +44,7 @@ from ccrig.experiments.run.progress import status_display
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 from ccrig.experiments.run.runner import Options, Runner, archive_room, run_prefix
 from ccrig.experiments.run.signals import Interrupted, trapped
-from ccrig.experiments.run.study_state import STATE, read_state, run_dir_of, write_state
+from ccrig.experiments.run.study_state import read_state, run_dir_of, write_state
 
 FOLDER = Path(__file__).resolve().parents[1] / "studies"   # experiments/studies
 
