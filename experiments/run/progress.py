@@ -50,7 +50,7 @@ class Status(NoBar):
         def render():
             try:
                 self.last = self.line()
-            except (OSError, ValueError, KeyError):
+            except Exception:   # whatever it is, it must not end rich's thread nor reach the study
                 pass
             return Text(self.last)
         self.live = Live(get_renderable=render, refresh_per_second=0.5, transient=True)
