@@ -64,7 +64,7 @@ class Design:
     """The sequential design: alpha (two-sided, per claim, over all its looks), the looks, the first pass."""
     alpha: float = 0.05
     max_looks: int = 1
-    k0: int = 3
+    k0: int = 3     # the first pass: 2 give an interval, a third takes its 95 % t quantile from 12.7 to 4.3
     power: float = POWER
 
     def spent(self, look: int) -> float:

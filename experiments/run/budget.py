@@ -34,7 +34,7 @@ from ccrig.errors import field_error
 from ccrig.experiments import spec as specmod
 
 LOOKS = 3          # looks at most with --budget: the design tests/unit/test_sequential.py simulates
-K0 = 3             # the first pass: 2 give an interval, a third keeps its t quantile off the cliff (12.7 -> 4.3)
+K0 = Design.k0     # the first pass's repetitions per point, as the design declares it (a study.yaml may say k0)
 DEFAULT_COST_S = 60.0   # a pair's cost before any was measured (no spec has finished one yet)
 DECIDED = ("holds", "fails", "no-difference", "not-applicable")
 
