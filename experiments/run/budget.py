@@ -17,6 +17,15 @@ only in the outer study; `--resume DIR` continues it where it stopped (the time 
 
 Without --budget the same loop makes one look with the whole error rate (a design of one look) after the
 first pass. Budget spent counts the study's wall time in this loop, the first pass included.
+
+Why the stated error rate holds (sequential.py's union bound over looks): every look judges every claim at
+that look's increment of alpha, and the verdict reported is the last look's; a wrong holds/fails reported is a
+wrong decision at some look, so its chance is at most the sum of the increments taken, alpha. When a
+non-final look finds nothing affordable to add, the loop judges that same look again as final (alpha minus
+what the earlier looks spent): the same data at a wider level only adds decisions, and no look follows it, so
+the increments still sum to alpha. After a final look none comes: --resume with a new --budget only extends a
+loop that was interrupted. Which points get more comes from next_pairs (the spread and the margin, never the
+observed difference), as in the simulation of tests/unit/test_budget.py.
 """
 from __future__ import annotations
 
