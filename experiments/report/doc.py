@@ -156,7 +156,9 @@ def _figures(doc: Doc, run_dir: Path, out_dir: Path, points: list[dict], repetit
     for param in swept_params(points) or [None]:
         doc.img(plots.plot_sweep(points, param, out_dir), f"system metrics against {param or 'point'}")
     doc.h(2, "Utility diagram")
-    doc.img(plots.plot_utility(points, out_dir), "per-flow goodput against RTT with 95 % confidence boxes")
+    boxes = plots.utility_boxes(points)
+    doc.img(plots.plot_utility(points, out_dir), "per-flow goodput against RTT" + (
+        " with 95 % confidence boxes" if boxes else ", no confidence boxes (too few repetitions for intervals)"))
     doc.h(2, f"Time series (repetition {repetition})")
     for p in points:
         path = plots.plot_timeseries(run_dir, p, repetition, out_dir)

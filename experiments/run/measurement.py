@@ -243,7 +243,10 @@ class Measurement:
                                                                          *((a, b) if b > a else (0, exp.duration))))
         entry = summary.repetition(flows, self.rows_by_flow, self.system_rows, exp.warmup, t_max, share, checks,
                                    exp.ci)
-        # a min RTT below propagation + one packet's transmission time is not a data packet's; say so
+        # each flow's least RTT from its data packets, held to the physical floor (summary.data_min_rtt)
+        for f in entry["flows"]:
+            f["data_min_rtt_s"] = summary.data_min_rtt(self.sampler_of[flows[f["flow"]].sender_key]
+                                                       .snapshot(flows[f["flow"]].sender_key), a, b)
         entry["min_rtt_floor_s"] = summary.min_rtt_floor(exp.topology, self.topo.wire, self.rate)
         entry["measurement_problems"] += summary.min_rtt_problems(entry, entry["min_rtt_floor_s"])
         entry["warnings"] = summary.trace_warnings(flows, self.sampler_of)
