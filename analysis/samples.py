@@ -21,6 +21,10 @@ from dataclasses import dataclass
 # 10 reno flows at PER 0.4, whose smallest carried 70 kB: 1.2 %); the host tests hold a run to 3 %
 # (tests/host/test_dumbbell.py)
 COLLECTOR_TOLERANCE = 0.03
+# a repetition keeps its place in a verdict while at least this share of its measured intervals is left after the
+# kernel fault's are excluded: its mean over the rest is then still a mean over most of its run (see the module's
+# docstring for the measurement behind excluding intervals)
+FAULT_MIN_LEFT = 0.5
 
 
 class NotRun(Exception):
@@ -128,16 +132,43 @@ def scale(e: Estimate, k: float, shift: float = 0.0) -> Estimate:
 
 # --- spoiled repetitions ------------------------------------------------------------------------------------
 
+def fault_exclusion(faults: list[dict], interval: float, warmup: int, n: int) -> dict | None:
+    """What the kernel's BPF struct_ops faults in one repetition spoil (faults: summary.json's `kernel_fault`, each
+    flow's fault spans in seconds since traffic start): every measured interval (warmup..n-1, each `interval` s
+    long) a fault's span overlaps, for every flow and the system (see the module's docstring: the faulted flow's
+    burst disturbs the others while it lasts). None without a fault."""
+    spans = [(float(a), float(b)) for f in faults for a, b in f.get("spans_s") or []]
+    if not faults:
+        return None
+    touched = sorted({i for i in range(warmup, n) for a, b in spans
+                      if i * interval < b and (i + 1) * interval > a})
+    measured = max(0, n - warmup)
+    return {"intervals": touched, "measured": measured, "left": measured - len(touched),
+            "flows": sorted(f["flow"] for f in faults),
+            "reason": "the kernel's BPF struct_ops fault: a faulted flow's window was the kernel's, not its law's, "
+                      "and its burst took the other flows' share while it lasted"}
+
+
 def spoiled(rep: dict) -> str | None:
-    """Why a repetition's numbers must not enter a verdict, or None. The engine reruns such repetitions; a
-    fault or a disagreement touches the shared bottleneck, so the whole repetition goes, not one flow's share."""
+    """Why a repetition's numbers must not enter a verdict, or None. The engine reruns such repetitions.
+
+    A kernel fault spoils the intervals it touched (fault_exclusion, recorded in the repetition's
+    `fault_exclusion`, its means taken without them); the repetition goes only when fewer than FAULT_MIN_LEFT of
+    its measured intervals are left, or when it was recorded before the intervals were excluded (its means hold
+    the fault's). A disagreement between the collector and the workload's own count touches every number of the
+    repetition, so the whole repetition goes."""
     fid = rep.get("fidelity") or {}
     if fid.get("verdict", "ok") != "ok":
         return f"fidelity {fid['verdict']}: {'; '.join(fid.get('reasons') or []) or 'no reason given'}"
     faults = rep.get("kernel_fault") or []
     if faults:
-        return (f"kernel_fault: the BPF struct_ops fault hit flow(s) "
-                f"{', '.join(str(f.get('flow')) for f in faults)}")
+        hit = f"the BPF struct_ops fault hit flow(s) {', '.join(str(f.get('flow')) for f in faults)}"
+        ex = rep.get("fault_exclusion")
+        if ex is None:
+            return f"kernel_fault: {hit}, and this repetition's means include the intervals it touched"
+        if ex["left"] < FAULT_MIN_LEFT * ex["measured"] or ex["left"] <= 0:
+            return (f"kernel_fault: {hit}; it touched {len(ex['intervals'])} of {ex['measured']} measured "
+                    f"intervals, leaving {ex['left']} (a repetition needs {FAULT_MIN_LEFT:.0%} of them)")
     for c in rep.get("cross_check") or []:
         d = c.get("collector_vs_iperf3")
         if d is not None and abs(d) > COLLECTOR_TOLERANCE:
@@ -146,6 +177,20 @@ def spoiled(rep: dict) -> str | None:
     if rep.get("unreliable"):
         return f"unreliable: {rep['unreliable']}"
     return None
+
+
+def exclusions(rep: dict) -> list[dict]:
+    """Every part of a repetition left out of what a verdict reads, each with its reason: the intervals a kernel
+    fault touched, or the whole repetition (spoiled)."""
+    out = []
+    ex = rep.get("fault_exclusion")
+    if ex and ex.get("intervals"):
+        out.append({"what": "intervals", "intervals": ex["intervals"], "flows_hit": ex.get("flows", []),
+                    "reason": ex.get("reason", "kernel fault")})
+    why = spoiled(rep)
+    if why is not None:
+        out.append({"what": "repetition", "reason": why})
+    return out
 
 
 def usable(reps: list[dict]) -> tuple[list[tuple[int, dict]], list[tuple[int, str]]]:

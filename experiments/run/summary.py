@@ -123,10 +123,11 @@ def degraded(system_rows: list[dict], warmup: int) -> dict | None:
 def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_rows: list[dict], warmup: int,
                t_max: float, share: float, checks: list[dict], level: float = stats.LEVEL) -> dict:
     def stat(rows, name):
-        # a flow's metrics cover only the intervals it was active in (started, not yet stopped)
-        # the interval within one run is by batch means (stats.within_run), saying its method
+        # a flow's metrics cover only the intervals it was active in (started, not yet stopped), and none a
+        # kernel fault touched (`fault`: analysis/samples.fault_exclusion); the interval within one run is by
+        # batch means (stats.within_run), saying its method
         return stat_of(stats.within_run([r.get(name) for r in stats.measured(rows, warmup)
-                                         if r.get("active", True)], level))
+                                         if r.get("active", True) and not r.get("fault")], level))
     system = {m: stat(system_rows, m) for m in SYSTEM_METRICS}
     per_flow = []
     for f in flows:
