@@ -140,6 +140,13 @@ def _tables(doc: Doc, points: list[dict]) -> None:
         doc.table(["point", "verdict", "why"],
                   [[str(p["index"]), p["fidelity"]["verdict"], "; ".join(p["fidelity"]["reasons"]) or "–"]
                    for p in points if "fidelity" in p])
+    # what a verdict leaves out of each repetition (analysis/samples.py: a kernel fault's intervals, a spoiled one)
+    left_out = [[str(p["index"]), str(r.get("rep", "")), e["what"],
+                 " ".join(str(i) for i in e.get("intervals", [])) or "all", e["reason"]]
+                for p in points for r in p.get("repetitions", []) for e in r.get("exclusions") or []]
+    if left_out:
+        doc.h(2, "Left out of verdicts")
+        doc.table(["point", "repetition", "what", "intervals", "why"], left_out)
     doc.h(2, "Flows")
     frows = []
     for p in points:

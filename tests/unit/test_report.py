@@ -186,3 +186,15 @@ def _caption(run, summary):
     (run / "summary.json").write_text(json.dumps(summary))
     report(run)
     return (run / "report/report.md").read_text()
+
+
+def test_report_lists_what_verdicts_leave_out(tmp_path):
+    run = tmp_path / "run"
+    summary = write_archive(run)
+    summary["points"][1]["repetitions"][0]["exclusions"] = [
+        {"what": "intervals", "intervals": [3, 4], "flows_hit": [1], "reason": "the kernel's BPF struct_ops fault"},
+        {"what": "repetition", "reason": "kernel_fault: leaving 2 of 8"}]
+    md = _caption(run, summary)
+    assert "## Left out of verdicts" in md
+    assert "| 1 | 0 | intervals | 3 4 | the kernel's BPF struct_ops fault |" in md
+    assert "| 1 | 0 | repetition | all | kernel_fault: leaving 2 of 8 |" in md
