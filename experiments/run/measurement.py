@@ -253,7 +253,8 @@ class Measurement:
         for f in entry["flows"]:
             f["data_min_rtt_s"] = summary.data_min_rtt(self.sampler_of[flows[f["flow"]].sender_key]
                                                        .snapshot(flows[f["flow"]].sender_key), a, b)
-        entry["min_rtt_floor_s"] = summary.min_rtt_floor(exp.topology, self.topo.wire, self.rate)
+        busy = ((entry["system"].get("throughput_bps") or {}).get("mean") or 0.0) >= summary.BUSY * t_max
+        entry["min_rtt_floor_s"] = summary.min_rtt_floor(exp.topology, self.topo.wire, self.rate if busy else 0.0)
         entry["measurement_problems"] += summary.min_rtt_problems(entry, entry["min_rtt_floor_s"])
         entry["warnings"] = summary.trace_warnings(flows, self.sampler_of)
         entry["kernel_fault"] = faults

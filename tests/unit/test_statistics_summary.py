@@ -157,11 +157,12 @@ def test_min_rtt_floor_and_the_flows_below_it_by_hand():
     assert summary.min_rtt_floor(Chain(), 1514, 10e6) == pytest.approx(0.01 + 0.0012112)
     assert summary.min_rtt_floor(object(), 1514, 10e6) == pytest.approx(0.0012112)
     # the check reads the data packets' least RTT, never TCP's min_rtt (the handshake's 6 us through an idle shaper)
-    entry = {"flows": [{"flow": 0, "data_min_rtt_s": 6e-4, "min_rtt_s": {"mean": 6e-6}},
+    # and allows TCP's timestamp tick (a retransmission's RTT sample reads up to 1 ms low): 0.3 ms passes
+    entry = {"flows": [{"flow": 0, "data_min_rtt_s": 1e-4, "min_rtt_s": {"mean": 6e-6}},
                        {"flow": 1, "data_min_rtt_s": 0.014, "min_rtt_s": {"mean": 6e-6}},
-                       {"flow": 2, "data_min_rtt_s": None}]}
+                       {"flow": 2, "data_min_rtt_s": None}, {"flow": 3, "data_min_rtt_s": 3e-4}]}
     problems = summary.min_rtt_problems(entry, 0.0012112)
-    assert len(problems) == 1 and problems[0].startswith("flow 0: its data packets' least RTT (smoothed) 0.600 ms")
+    assert len(problems) == 1 and problems[0].startswith("flow 0: its data packets' least RTT (smoothed) 0.100 ms")
 
 
 def test_data_min_rtt_is_the_least_smoothed_rtt_in_the_measured_window():
