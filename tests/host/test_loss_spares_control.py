@@ -22,8 +22,9 @@ def test_per_04_drops_the_flows_packets_and_spares_iperf3s_control_connection(cc
     dropped = sum(c["dropped"] for c in links.values())
     passed = sum(c["passed"] for c in links.values())
     exempt = sum(c["exempt"] for c in links.values())
-    # the control connections' packets (two of them, a few dozen packets each way) were seen and spared
-    assert exempt >= 2 * 6, links
+    # the control connections' packets toward the receivers (two connections, 7-9 packets each seen here: the
+    # handshake, the cookie, the parameters, the state bytes, the results) were seen and spared
+    assert exempt >= 2 * 4, links
     # and the flows' packets met the loss asked for (TCP sends little at PER 0.4: about a hundred packets in 4 s),
     # the drop ratio within its binomial 99.9 % interval
     n = dropped + passed
