@@ -140,6 +140,13 @@ def _tables(doc: Doc, points: list[dict]) -> None:
         doc.table(["point", "verdict", "why"],
                   [[str(p["index"]), p["fidelity"]["verdict"], "; ".join(p["fidelity"]["reasons"]) or "–"]
                    for p in points if "fidelity" in p])
+    # what a verdict leaves out of each repetition (analysis/samples.py: a kernel fault's intervals, a spoiled one)
+    left_out = [[str(p["index"]), str(r.get("rep", "")), e["what"],
+                 " ".join(str(i) for i in e.get("intervals", [])) or "all", e["reason"]]
+                for p in points for r in p.get("repetitions", []) for e in r.get("exclusions") or []]
+    if left_out:
+        doc.h(2, "Left out of verdicts")
+        doc.table(["point", "repetition", "what", "intervals", "why"], left_out)
     doc.h(2, "Flows")
     frows = []
     for p in points:
@@ -156,7 +163,9 @@ def _figures(doc: Doc, run_dir: Path, out_dir: Path, points: list[dict], repetit
     for param in swept_params(points) or [None]:
         doc.img(plots.plot_sweep(points, param, out_dir), f"system metrics against {param or 'point'}")
     doc.h(2, "Utility diagram")
-    doc.img(plots.plot_utility(points, out_dir), "per-flow goodput against RTT with 95 % confidence boxes")
+    boxes = plots.utility_boxes(points)
+    doc.img(plots.plot_utility(points, out_dir), "per-flow goodput against RTT" + (
+        " with 95 % confidence boxes" if boxes else ", no confidence boxes (too few repetitions for intervals)"))
     doc.h(2, f"Time series (repetition {repetition})")
     for p in points:
         path = plots.plot_timeseries(run_dir, p, repetition, out_dir)

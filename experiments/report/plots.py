@@ -15,7 +15,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 
 from ccrig.qdiscs import sojourn  # noqa: E402
 from ccrig.analysis import metric_table, pcap  # noqa: E402
-from ccrig.experiments.report.summary import fmt_param, swept_params  # noqa: E402
+from ccrig.experiments.report.summary import flow_label, fmt_param, swept_params  # noqa: E402
 
 # the panels of the figure against the swept parameter: the system's metrics the table marks for it
 SWEEP_METRICS = [(m.name, m.axis, m.scale) for m in metric_table.TABLE if m.sweep and m.has("system")]
@@ -77,13 +77,31 @@ def plot_sweep(points: list[dict], param: str | None, out_dir: Path) -> Path:
     return _save(fig, out_dir, name)
 
 
+def utility_boxes(points: list[dict]) -> int:
+    """How many flows the utility diagram can draw a confidence box for: both goodput's and RTT's intervals known
+    (with one repetition a flow's intervals are batch means at best, often none)."""
+    return sum(1 for p in points for f in p.get("flows", []) if _box(f) is not None)
+
+
+def _box(f: dict) -> tuple[float, float, float, float] | None:
+    """(goodput low, high in Mbit/s, RTT low, high in ms) of a flow's intervals, or None without both."""
+    g, r = f.get("goodput_bps") or {}, f.get("rtt_s") or {}
+    gl, gh = g.get("ci95") or [None, None]
+    rl, rh = r.get("ci95") or [None, None]
+    if None in (gl, gh, rl, rh) or not (gh > gl or rh > rl):
+        return None
+    return gl * 1e-6, gh * 1e-6, rl * 1e3, rh * 1e3
+
+
 def plot_utility(points: list[dict], out_dir: Path) -> Path:
-    """Keshav's utility diagram: per flow goodput against RTT, a colour per setup, CI boxes."""
+    """Keshav's utility diagram: per flow goodput against RTT, a colour per setup, each flow named by its
+    congestion control, a box of its 95 % intervals where it has both (the title says how many)."""
     fig, ax = plt.subplots(figsize=(8, 6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for n, p in enumerate(points):
         color = colors[n % len(colors)]
-        label = f"point {p['index']}: " + ", ".join(f"{k}={fmt_param(v)}" for k, v in p.get("params", {}).items())
+        params = ", ".join(f"{k}={fmt_param(v)}" for k, v in p.get("params", {}).items())
+        label = f"point {p['index']}" + (f": {params}" if params else "")
         first = True
         for f in p.get("flows", []):
             g, r = f.get("goodput_bps") or {}, f.get("rtt_s") or {}
@@ -92,15 +110,17 @@ def plot_utility(points: list[dict], out_dir: Path) -> Path:
             x, y = g["mean"] * 1e-6, r["mean"] * 1e3
             ax.plot([x], [y], "o", color=color, ms=3, label=label if first else None)
             first = False
-            ax.annotate(str(f["flow"]), (x, y), color=color, fontsize=11, ha="center", va="bottom")
-            gl, gh = (g.get("ci95") or [None, None])
-            rl, rh = (r.get("ci95") or [None, None])
-            if None not in (gl, gh, rl, rh) and (gh > gl or rh > rl):
-                ax.add_patch(Rectangle((gl * 1e-6, rl * 1e3), (gh - gl) * 1e-6, (rh - rl) * 1e3, fill=False,
+            ax.annotate(flow_label(f), (x, y), color=color, fontsize=9, ha="center", va="bottom")
+            box = _box(f)
+            if box is not None:
+                ax.add_patch(Rectangle((box[0], box[2]), box[1] - box[0], box[3] - box[2], fill=False,
                                        edgecolor=color, lw=1))
+    boxes, flows = utility_boxes(points), sum(len(p.get("flows", [])) for p in points)
     ax.set_xlabel("goodput (Mbit/s)")
     ax.set_ylabel("mean smoothed RTT (ms)")
-    ax.set_title("utility diagram: per flow, boxes = 95 % CI of goodput and RTT")
+    ax.set_title("utility diagram: per flow" + (", boxes = 95 % CI of goodput and RTT" if boxes == flows else
+                                                f", boxes = 95 % CI ({boxes} of {flows} flows have one)" if boxes
+                                                else " (no confidence intervals: run more repetitions)"))
     ax.grid(alpha=0.3)
     if points:
         ax.legend(fontsize=7, loc="best")
@@ -115,12 +135,14 @@ def plot_timeseries(run_dir: Path, point: dict, repetition: int, out_dir: Path) 
         return None
     fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     flows = sorted({r["flow"] for r in trace}, key=lambda s: (len(s), s))
+    names = {str(f["flow"]): flow_label(f) for f in point.get("flows", [])}
     for flow in flows:
         rows = [r for r in trace if r["flow"] == flow]
         t = [_num(r["t"]) for r in rows]
-        axes[0].plot(t, [_num(r["cwnd"]) for r in rows], lw=0.8, label=f"flow {flow}")
+        name = names.get(flow, f"flow {flow}")
+        axes[0].plot(t, [_num(r["cwnd"]) for r in rows], lw=0.8, label=name)
         axes[1].plot(t, [None if _num(r["srtt_s"]) is None else _num(r["srtt_s"]) * 1e3 for r in rows], lw=0.8,
-                     label=f"flow {flow}")
+                     label=name)
     events = fine_occupancy(rep_dir)
     for label, (t, qlen) in events.items():   # every change of the queue, where the monitor ran
         axes[2].step(t, qlen, where="post", lw=0.6, label=f"{label} (every change)")

@@ -104,7 +104,8 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
                            + "".join(f", [{n[:-4]}]({rel}/{n})" for n in pictures))
     if figures:
         lines += ["", "## Figures", "", "Each run's report (tables, the utility diagram: goodput against delay per "
-                  "flow with 95 % boxes, every setup in one picture; sweeps; time series; model overlays):", "",
+                  "flow named by its congestion control, a 95 % box where its repetitions give intervals, every "
+                  "setup in one picture; sweeps; time series; model overlays):", "",
                   *figures]
     out = study_dir / "claims.md"
     out.write_text("\n".join(lines) + "\n")

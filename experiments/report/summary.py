@@ -64,3 +64,10 @@ def ci_rows(points: list[dict], metrics: list[tuple[str, str, float]]) -> list[l
 
 def fmt_param(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def flow_label(flow: dict) -> str:
+    """A flow as a reader knows it: its congestion control first, its number to tell two of a kind apart
+    ("cubic #1"); the number alone when the summary names no congestion control."""
+    cc = flow.get("cc")
+    return f"{cc} #{flow['flow']}" if cc else f"flow {flow['flow']}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from ccrig.analysis import metrics
+from ccrig.analysis import metrics, samples
 from ccrig.analysis.capacity import Capacity
 from ccrig.analysis.intervals import FlowSeries, system_interval
 from ccrig.errors import RunError
@@ -241,13 +241,24 @@ class Measurement:
         t_max = self.capacity.t_max(a, b) if b > a else self.capacity.t_max(0, exp.duration)
         share = statistics.fmean(x or 0.0 for x in self.capacity.shares([(0, exp.duration)] * len(flows),
                                                                          *((a, b) if b > a else (0, exp.duration))))
+        # the intervals the kernel's BPF fault touched leave every flow's and the system's means (analysis/samples)
+        faults = summary.kernel_faults(flows, self.sampler_of)   # and the samples law checks leave out
+        excluded = samples.fault_exclusion(faults, exp.interval, exp.warmup, len(self.system_rows))
+        for i in (excluded or {}).get("intervals", []):
+            for r in [self.system_rows[i], *(rows[i] for rows in self.rows_by_flow.values() if i < len(rows))]:
+                r["fault"] = True
         entry = summary.repetition(flows, self.rows_by_flow, self.system_rows, exp.warmup, t_max, share, checks,
                                    exp.ci)
-        # a min RTT below propagation + one packet's transmission time is not a data packet's; say so
-        entry["min_rtt_floor_s"] = summary.min_rtt_floor(exp.topology, self.topo.wire, self.rate)
+        # each flow's least RTT from its data packets, held to the physical floor (summary.data_min_rtt)
+        for e, f in zip(entry["flows"], flows):
+            e["data_min_rtt_s"] = summary.data_min_rtt(self.sampler_of[f.sender_key].snapshot(f.sender_key), a, b)
+        busy = ((entry["system"].get("throughput_bps") or {}).get("mean") or 0.0) >= summary.BUSY * t_max
+        entry["min_rtt_floor_s"] = summary.min_rtt_floor(exp.topology, self.topo.wire, self.rate if busy else 0.0)
         entry["measurement_problems"] += summary.min_rtt_problems(entry, entry["min_rtt_floor_s"])
         entry["warnings"] = summary.trace_warnings(flows, self.sampler_of)
-        entry["kernel_fault"] = summary.kernel_faults(flows, self.sampler_of)   # samples law checks leave out
+        entry["kernel_fault"] = faults
+        if excluded is not None:
+            entry["fault_exclusion"] = excluded
         entry["fidelity"] = self.monitor.verdict(self.samplers, TRACE_PERIOD)
         fidelity.judge_delay(entry["fidelity"], entry, self.topo, flows, lines)   # the delay it had, measured
         entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time
@@ -260,6 +271,7 @@ class Measurement:
         if links:
             entry["links"] = links
         entry["warnings"] += self.state.links.errors
+        entry["exclusions"] = samples.exclusions(entry)   # what a verdict leaves out of this repetition, and why
         for w in entry["warnings"]:
             print(f"warning: point {unit.point.index} repetition {unit.rep}: {w}")
         return entry

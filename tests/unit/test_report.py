@@ -152,3 +152,49 @@ def test_pause_gain_overlay_uses_the_markov_model(tmp_path):
     md = (run / "report" / "report.md").read_text()
     assert f"{expect:+.2f}" in md and "(pause_gain.png)" in md
     assert (run / "report" / "pause_gain.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plots_name_flows_by_their_congestion_control(tmp_path):
+    run = tmp_path / "run"
+    write_archive(run)
+    report(run)
+    for name in ("utility", "timeseries_p000"):
+        svg = (run / f"report/{name}.svg").read_text()
+        assert "ab_smooth #0" in svg and "cubic #1" in svg, name
+        assert not re.search(r">\s*flow 0\s*<", svg), name
+
+
+def test_utility_diagram_draws_boxes_it_has_and_promises_none_it_cannot(tmp_path):
+    from ccrig.experiments.report import plots
+    run = tmp_path / "run"
+    summary = write_archive(run)
+    points = summary["points"]
+    assert plots.utility_boxes(points) == 4
+    svg = (plots.plot_utility(points, tmp_path)).with_suffix(".svg").read_text()
+    assert "boxes = 95 % CI of goodput and RTT" in svg
+    # one repetition and batch means too short: the flows' intervals are unknown, and the figure says so
+    for p in points:
+        for f in p["flows"]:
+            f["goodput_bps"] = {"mean": f["goodput_bps"]["mean"], "ci95": None, "ci": {"method": "none"}}
+    assert plots.utility_boxes(points) == 0
+    svg = (plots.plot_utility(points, tmp_path)).with_suffix(".svg").read_text()
+    assert "boxes =" not in svg and "no confidence intervals" in svg
+    assert "no confidence boxes" in _caption(run, summary)
+
+
+def _caption(run, summary):
+    (run / "summary.json").write_text(json.dumps(summary))
+    report(run)
+    return (run / "report/report.md").read_text()
+
+
+def test_report_lists_what_verdicts_leave_out(tmp_path):
+    run = tmp_path / "run"
+    summary = write_archive(run)
+    summary["points"][1]["repetitions"][0]["exclusions"] = [
+        {"what": "intervals", "intervals": [3, 4], "flows_hit": [1], "reason": "the kernel's BPF struct_ops fault"},
+        {"what": "repetition", "reason": "kernel_fault: leaving 2 of 8"}]
+    md = _caption(run, summary)
+    assert "## Left out of verdicts" in md
+    assert "| 1 | 0 | intervals | 3 4 | the kernel's BPF struct_ops fault |" in md
+    assert "| 1 | 0 | repetition | all | kernel_fault: leaving 2 of 8 |" in md

@@ -156,10 +156,22 @@ def test_min_rtt_floor_and_the_flows_below_it_by_hand():
     assert summary.min_rtt_floor(Dumbbell(), 1514, 10e6) == pytest.approx(0.02 + 0.0012112)
     assert summary.min_rtt_floor(Chain(), 1514, 10e6) == pytest.approx(0.01 + 0.0012112)
     assert summary.min_rtt_floor(object(), 1514, 10e6) == pytest.approx(0.0012112)
-    entry = {"flows": [{"flow": 0, "min_rtt_s": {"mean": 6e-6}}, {"flow": 1, "min_rtt_s": {"mean": 0.014}},
-                       {"flow": 2, "min_rtt_s": {"mean": None}}]}
+    # the check reads the data packets' least RTT, never TCP's min_rtt (the handshake's 6 us through an idle shaper)
+    # and allows TCP's timestamp tick (a retransmission's RTT sample reads up to 1 ms low): 0.3 ms passes
+    entry = {"flows": [{"flow": 0, "data_min_rtt_s": 1e-4, "min_rtt_s": {"mean": 6e-6}},
+                       {"flow": 1, "data_min_rtt_s": 0.014, "min_rtt_s": {"mean": 6e-6}},
+                       {"flow": 2, "data_min_rtt_s": None}, {"flow": 3, "data_min_rtt_s": 3e-4}]}
     problems = summary.min_rtt_problems(entry, 0.0012112)
-    assert len(problems) == 1 and problems[0].startswith("flow 0: min_rtt_s 0.006 ms is below")
+    assert len(problems) == 1 and problems[0].startswith("flow 0: its data packets' least RTT (smoothed) 0.100 ms")
+
+
+def test_data_min_rtt_is_the_least_smoothed_rtt_in_the_measured_window():
+    # samples: (time, TCP_INFO); the handshake's few microseconds sit in min_rtt_us, never in what is read
+    trace = [(0.5, {"rtt_us": 900, "min_rtt_us": 5}), (1.0, {"rtt_us": 40000, "min_rtt_us": 5}),
+             (2.0, {"rtt_us": 25000, "min_rtt_us": 5}), (2.5, {"rtt_us": 0}), (3.0, {"rtt_us": 0xFFFFFFFF}),
+             (9.0, {"rtt_us": 1000, "min_rtt_us": 5})]
+    assert summary.data_min_rtt(trace, 1.0, 5.0) == pytest.approx(0.025)
+    assert summary.data_min_rtt(trace, 6.0, 8.0) is None
 
 
 def test_sigma_option_is_checked_and_a_level_is_a_spec_field(tmp_path):

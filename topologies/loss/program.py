@@ -4,7 +4,7 @@ cls_bpf direct-action, tc's own ELF loader), set its state and read its counters
     tc qdisc add dev D clsact
     tc filter add dev D egress bpf da obj loss.bpf.o sec tc
     bpftool map update id M key 1 0 0 0 value <p * 2^32, 8 bytes little-endian>
-    bpftool -j map dump id M          # the counters: dropped, passed, dropped while down
+    bpftool -j map dump id M          # the counters: dropped, passed, dropped while down, exempt
 
 The map is found through the program tc loaded (its id in `tc -j filter show`, its maps in `bpftool prog show`),
 so nothing is pinned and nothing outlives the namespace (on a host: the undo journal removes the clsact).
@@ -25,7 +25,7 @@ SOURCE = Path(__file__).with_name("loss.bpf.c")
 BUILD = Path(__file__).with_name("build")
 OBJECT = BUILD / "loss.bpf.o"
 # the map's slots, as loss.bpf.c numbers them
-MODE, P_LOSS, P_GOOD_BAD, P_BAD_GOOD, P_LOSS_BAD, STATE, DOWN, DROPPED, PASSED, DOWN_DROPPED = range(10)
+MODE, P_LOSS, P_GOOD_BAD, P_BAD_GOOD, P_LOSS_BAD, STATE, DOWN, DROPPED, PASSED, DOWN_DROPPED, EXEMPT = range(11)
 PASS, BERNOULLI, GILBERT = 0, 1, 2
 ONE = 1 << 32   # probability 1 as a threshold on bpf_get_prandom_u32()
 # the multiarch include directory where Debian keeps asm/types.h (linux/bpf.h needs it; -target bpf has none)
@@ -139,7 +139,8 @@ class LinkDropper:
         self._set(DOWN, 1 if down else 0)
 
     def counts(self) -> dict[str, int]:
-        """dropped (at random), passed, down_dropped (while the link was down): totals since attach."""
+        """dropped (at random), passed, down_dropped (while the link was down), exempt (packets of a control
+        connection, which random loss leaves alone: loss.bpf.c): totals since attach."""
         try:
             out = self.testbed.run(self.at, ["bpftool", "-j", "map", "dump", "id", str(self.map_id)],
                                    check=False, timeout=10).stdout
@@ -147,7 +148,7 @@ class LinkDropper:
         except (json.JSONDecodeError, KeyError, subprocess.TimeoutExpired):
             return {}
         return {"dropped": entries.get(DROPPED, 0), "passed": entries.get(PASSED, 0),
-                "down_dropped": entries.get(DOWN_DROPPED, 0)}
+                "down_dropped": entries.get(DOWN_DROPPED, 0), "exempt": entries.get(EXEMPT, 0)}
 
 
 def attach_all(testbed, points, commands: Commands) -> dict[tuple[str, str, str], LinkDropper]:

@@ -1,0 +1,54 @@
+"""What a kernel fault spoils: the measured intervals its span touched, for every flow and the system; a repetition
+with too little left goes whole (analysis/samples.py)."""
+from types import SimpleNamespace
+
+import pytest
+
+from ccrig.analysis import samples
+from ccrig.experiments.run import summary
+
+
+def test_fault_exclusion_is_every_measured_interval_a_span_overlaps():
+    faults = [{"flow": 3, "spans_s": [[2.19, 3.54]]}, {"flow": 1, "spans_s": [[0.2, 0.9], [9.5, 30.0]]}]
+    ex = samples.fault_exclusion(faults, 1.0, 2, 10)
+    # [0.2, 0.9] and the interval after it lie in the warm-up; [2.19, 3.54] touches intervals 2 and 3, and
+    # disturbs 4; [9.5, 30] the last, 9
+    assert samples.FAULT_AFTER == 1
+    assert ex["intervals"] == [2, 3, 4, 9] and ex["measured"] == 8 and ex["left"] == 4 and ex["flows"] == [1, 3]
+    assert samples.fault_exclusion([], 1.0, 2, 10) is None
+    # a span ending exactly on a boundary touches one interval, and the next is the one after
+    assert samples.fault_exclusion([{"flow": 0, "spans_s": [[4.5, 5.0]]}], 1.0, 0, 8)["intervals"] == [4, 5]
+    # a fault in the warm-up's last interval disturbs the first measured one
+    assert samples.fault_exclusion([{"flow": 0, "spans_s": [[1.2, 1.8]]}], 1.0, 2, 8)["intervals"] == [2]
+
+
+def rep(**extra):
+    return {"fidelity": {"verdict": "ok", "reasons": []}, "cross_check": [], **extra}
+
+
+def test_a_fault_spoils_the_repetition_only_when_too_little_is_left():
+    faults = [{"flow": 0, "spans_s": [[2.0, 4.5]]}]
+    kept = rep(kernel_fault=faults, fault_exclusion=samples.fault_exclusion(faults, 1.0, 1, 11))
+    assert kept["fault_exclusion"]["left"] == 6 and samples.spoiled(kept) is None
+    assert samples.exclusions(kept) == [{"what": "intervals", "intervals": [2, 3, 4, 5], "flows_hit": [0],
+                                         "reason": kept["fault_exclusion"]["reason"]}]
+    wide = [{"flow": 0, "spans_s": [[1.0, 6.5]]}]
+    gone = rep(kernel_fault=wide, fault_exclusion=samples.fault_exclusion(wide, 1.0, 1, 11))
+    why = samples.spoiled(gone)
+    assert why.startswith("kernel_fault:") and "leaving 3" in why and "50%" in why
+    assert [e["what"] for e in samples.exclusions(gone)] == ["intervals", "repetition"]
+    # recorded before intervals were excluded: its means hold the fault's intervals, so it goes whole
+    old = rep(kernel_fault=faults)
+    assert "include the intervals it touched" in samples.spoiled(old)
+    good, bad = samples.usable([kept, gone, old, rep()])
+    assert [n for n, _ in good] == [0, 3] and [n for n, _ in bad] == [1, 2]
+
+
+def test_a_repetitions_means_leave_the_fault_intervals_out():
+    flow = SimpleNamespace(index=0, label="ab_standard", cc="ab_standard", sender="s1", receiver="d1")
+    rows = [{"goodput_bps": g, "active": True} for g in (1.0, 5.0, 5.0, 50.0, 5.0)]
+    rows[3]["fault"] = True
+    system = [dict(r) for r in rows]
+    entry = summary.repetition([flow], {0: rows}, system, 1, 10.0, 10.0, [])
+    assert entry["flows"][0]["goodput_bps"]["mean"] == pytest.approx(5.0)
+    assert entry["system"]["goodput_bps"]["mean"] == pytest.approx(5.0)
