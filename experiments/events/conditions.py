@@ -1,7 +1,7 @@
 """One repetition's link conditions: random loss where the BPF program realises it, and the link events on their
 schedule, with every drop counted.
 
-    cond = LinkConditions(exp, topology, netem)       # plans: which directions carry the BPF program
+    cond = LinkConditions(exp, topology, netem, loss_by_netem)   # plans: which directions carry the BPF program
     testbed = make_testbed(..., cond.realised, ...)   # the topology as built (BPF loss taken off netem)
     cond.start(testbed, commands, out)                # after up(): attach, set loss, open events.csv
     cond.start_clock(t0, labels)                      # the steps on their own thread, from t0
@@ -26,11 +26,14 @@ from ccrig.experiments.events import EventLog, LinkState, dropper_directions, sc
 
 
 class LinkConditions:
-    def __init__(self, exp, topology: Topology, netem: bool):
+    def __init__(self, exp, topology: Topology, netem: bool, loss_by_netem: bool | None = None):
+        """netem: whether the links' kernel has it (delay events need it); loss_by_netem: whether random loss is
+        netem's (default: where there is netem) or the BPF program's."""
         self.topology = topology
         self.netem = netem
         self.events = list(getattr(exp, "events", []))
-        self.realised, self.points = loss.plan(topology, netem, dropper_directions(self.events))
+        self.realised, self.points = loss.plan(topology, netem if loss_by_netem is None else loss_by_netem,
+                                               dropper_directions(self.events))
         self.steps = schedule(self.events, exp.duration)
         self.state: LinkState | None = None
         self.log: EventLog | None = None

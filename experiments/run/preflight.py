@@ -40,7 +40,7 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     # queue disciplines, netem included, that any point's links ask for
     kinds: dict[str, str] = {}
     for p in points:
-        bpf_loss = not netem_here(p.experiment, commands, prefix)
+        bpf_loss = not loss_by_netem(p.experiment)
         # where a delay line makes the delay, its links need no netem for it
         built = delayline.plan(p.experiment.topology.build(p.experiment.n_flows),
                                delay_via(p.experiment, commands, prefix)[0] == "line")[0]
@@ -96,13 +96,22 @@ def auto_testbed(points: list[Point], prefix: str) -> tuple[str, str]:
 
 
 def netem_here(exp, commands: Commands, prefix: str) -> bool:
-    """Whether the links' random loss is netem's (True) or the BPF program's (False, topologies/loss): netem
-    where this kernel has it; a remote testbed's hosts are probed for netem like any discipline (qdisc_kinds), and
-    a testbed that runs elsewhere decides in its own kernel."""
+    """Whether the links' kernel has netem (added delay and delay events use it): this kernel's, probed; a
+    remote testbed's hosts are probed for netem like any discipline (qdisc_kinds), and a testbed that runs
+    elsewhere decides in its own kernel."""
     bed = testbed_class(exp)
     if bed.remote or bed.elsewhere or os.geteuid() != 0 or not shutil.which("tc"):
         return True
     return "netem" in probe.available(commands, prefix)
+
+
+def loss_by_netem(exp) -> bool:
+    """Whether the links' random loss is netem's (True) or the BPF program's (False, topologies/loss). Where
+    this machine builds the links (netns, Mininet, the namespaces inside a vm guest) it is the program's, netem or
+    not: the program spares the rig's own connections (iperf3's control, which netem would drop like data, so a
+    PER 0.4 point never finished) and counts every drop. A remote testbed's hosts keep netem (probed like any
+    discipline): the program's object would have to be on every host."""
+    return testbed_class(exp).remote
 
 
 def delay_via(exp, commands: Commands, prefix: str) -> tuple[str, str]:
@@ -186,7 +195,7 @@ def link_conditions(points: list[Point], commands: Commands, prefix: str) -> lis
         exp = p.experiment
         topo = exp.topology.build(exp.n_flows)
         netem = netem_here(exp, commands, prefix)
-        cond = LinkConditions(exp, topo, netem)
+        cond = LinkConditions(exp, topo, netem, loss_by_netem(exp))
         where = f"point {p.index}" if len(points) > 1 else "the spec"
         for i, why in enumerate(events.problems(cond.events, topo, netem, exp.duration)):
             out.append(Need("a link event this testbed can make", where, False, why))

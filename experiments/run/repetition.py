@@ -30,7 +30,7 @@ from ccrig.experiments import spec as specmod
 from ccrig.experiments.events.conditions import LinkConditions
 from ccrig.experiments.run import pause_run, signals
 from ccrig.experiments.run.measurement import Measurement
-from ccrig.experiments.run.preflight import delay_via, netem_here
+from ccrig.experiments.run.preflight import delay_via, loss_by_netem, netem_here
 from ccrig.experiments.run.sender_tcp import SenderTcp
 from ccrig.experiments.workloads import Flow
 
@@ -133,8 +133,8 @@ class State:
 
 def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, State]:
     exp = unit.point.experiment
-    # random loss the BPF program realises (no netem here) is taken off the links the testbed builds
-    links = LinkConditions(exp, topo, netem_here(exp, commands, unit.prefix))
+    # random loss the BPF program realises is taken off the links the testbed builds
+    links = LinkConditions(exp, topo, netem_here(exp, commands, unit.prefix), loss_by_netem(exp))
     # added delay: netem, or a delay line the testbed puts on each delayed link (topologies/delayline)
     via = delay_via(exp, commands, unit.prefix)[0]
     built, lines = delayline.plan(links.realised, via == "line")

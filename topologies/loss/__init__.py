@@ -1,9 +1,10 @@
 """Random loss on a link, with or without netem.
 
-A link's `loss` is realised by netem where the kernel has it (topologies/links.py) and, where it does not, by a
-BPF program on the link's egress (loss.bpf.c, program.py) that drops with the given probability and counts every
-drop; the same program takes a link down for the link events (experiments/events/). plan() decides which for a
-topology and hands the testbed a topology whose netem-less links carry no loss, plus the droppers to attach.
+A link's `loss` is realised by a BPF program on the link's egress (loss.bpf.c, program.py) that drops with the
+given probability, spares the rig's own connections (iperf3's control) and counts every drop; the same program
+takes a link down for the link events (experiments/events/). netem (topologies/links.py) realises it only where
+the caller asks (a remote testbed's hosts: experiments/run/preflight.loss_by_netem). plan() decides which for a
+topology and hands the testbed a topology whose program-realised links carry no loss, plus the droppers to attach.
 
 A loss is a ratio (Bernoulli: each packet dropped with probability `rate`) or a Gilbert-Elliott chain:
 
