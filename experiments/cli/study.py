@@ -55,7 +55,7 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
         prometheus_dir: Path = typer.Option(Path("results/prometheus"), help="the local Prometheus server's folder"),
         progress: bool = typer.Option(True, help="show a progress bar"),
         report: bool = typer.Option(True, help="write the claims table and the runs' reports at the end"),
-        jobs: str = typer.Option("1", "--jobs", help="how many (point, repetition) pairs of a spec run side by "
+        jobs: str = typer.Option("auto", "--jobs", help="how many (point, repetition) pairs of a spec run side by "
                                  "side on this machine: a number, or auto (as ccrig run --jobs)")):
     """Run a study: all its specs (those that need the vm testbed in one guest), then its claims table."""
     from ccrig.experiments.run.study import report as write_report, run as run_study  # lazy: the runner (numpy, scipy)

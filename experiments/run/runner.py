@@ -14,6 +14,7 @@ seeded order, resume), archive.py (the run's folder), summary.py (what summary.j
 """
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -29,11 +30,12 @@ from ccrig.samples import Sample
 from ccrig.tcp_modules.manager import CcSet
 from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
-from ccrig.experiments.run import engine, pause_run, repetition, schedule, signals, summary
+from ccrig.experiments.run import calibration, engine, pause_run, repetition, schedule, signals, summary
 from ccrig.experiments.run.archive import RunArchive, new_run_dir, open_to_resume
 from ccrig.experiments.run.preflight import needs
 from ccrig.experiments.run.progress import NoBar, progress
 from ccrig.experiments.run.repetition import BASELINE, Lent, Unit, make_testbed
+from ccrig.experiments.run.reruns import Reruns
 from ccrig.experiments.telemetry.backfill import LOG_NAME
 from ccrig.experiments.telemetry.sinks import Sinks, point_samples
 
@@ -51,6 +53,7 @@ class Options:
     progress: bool = True
     resume: Path | None = None      # a run directory to continue (its pairs not yet complete)
     jobs: int | str = 1             # pairs side by side (engine.py); auto: as many as this machine carries
+    calibration_root: Path = calibration.ROOT   # where this machine's measured capacity is cached (auto)
 
 
 @dataclass
@@ -82,6 +85,8 @@ class Runner:
         self.cc: CcSet | None = None
         self.law_hosts = ExitStack()   # where the laws are loaded (law_systems), open for the whole run
         self.running: str | None = None   # the pair now running, for a second Ctrl-C's line
+        self.capacity: float | None = None   # --jobs auto: this machine's measured capacity (calibration.py)
+        self.reruns: Reruns | None = None
 
     # --- the whole run ----------------------------------------------------------------------------------
     def preflight(self) -> None:
@@ -104,6 +109,7 @@ class Runner:
         self.archive.write_json("summary.json", self.summary)
         with signals.trapped(self._remaining):
             try:
+                self._calibrate()
                 self._load_ccs()
                 self._open_sinks()
                 self._run_pairs()
@@ -229,22 +235,47 @@ class Runner:
         """How many pairs run side by side: --jobs, or under auto what this machine carries (engine.admit)."""
         able = testbeds.get(self.exp.testbed).side_by_side
         if self.opt.jobs == "auto":
-            return engine.admit(self.points, able)
+            return engine.slots(self.points, able, self.capacity)
         return int(self.opt.jobs) if able else 1
+
+    def _calibrate(self) -> None:
+        """Under --jobs auto, with pairs to run side by side on a testbed that can: this machine's capacity,
+        measured once (before anything of the run is set up) and cached, recorded in env.json."""
+        if self.opt.jobs != "auto" or not testbeds.get(self.exp.testbed).side_by_side or len(self.todo) < 2:
+            return
+        record = calibration.capacity(self.opt.calibration_root, f"{self.opt.prefix}-cal")
+        self.capacity = record["capacity_pps"]
+        self.env["calibration"] = {k: record.get(k) for k in ("key", "kernel", "cpu_model", "cpus", "measured_at",
+                                                               "load_average", "capacity_pps", "passed", "seconds")}
+        self.env["calibration"]["cache"] = str(self.opt.calibration_root / f"{record['key']}.json")
+        self.archive.write_json("env.json", self.env)
+
+    def _cost(self, pair: tuple) -> float:
+        return engine.pair_cost(self.points[pair[0]].experiment)
 
     def _run_pairs(self) -> None:
         """Every pair not complete yet, in the seeded order, one at a time in this process or side by side in
-        processes of their own (--jobs); a point is summarised once its last pair is in. A pair that fails (a
-        program or sampler died) is recorded with its reason and the run goes on; the command line's exit code
-        says so at the end."""
+        processes of their own (--jobs; auto: admitted by cost against the calibrated capacity); a point is
+        summarised once its last pair is in. A spoiled repetition runs again (reruns.py: alone after running
+        beside others), up to a limit. A pair that fails (a program or sampler died) is recorded with its reason
+        and the run goes on; the command line's exit code says so at the end."""
         todo = [pair for pair in self.order if pair in self.todo]
         left = {p.index: sum(1 for pair in todo if pair[0] == p.index) for p in self.points}
         jobs = min(self.jobs(), max(1, len(todo)))
         self.summary["jobs"] = jobs
+        if self.capacity is not None:
+            self.summary["admission"] = {"capacity_pps": self.capacity, "pair_cost_pps": {
+                str(p.index): engine.pair_cost(p.experiment) for p in self.points}}
+        self.reruns = Reruns(self.archive, self.summary)
 
-        def finished(pair: tuple, entry: dict | None, error: RunError | None) -> None:
+        def finished(pair: tuple, entry: dict | None, error: RunError | None, beside: bool = False) -> str | None:
             if error is None:
                 self._record_setup(pair, entry.get("setup", {}))
+                again = self.reruns.judge(pair, entry, beside)
+                if again:
+                    self.bar.more(self.exp.n_intervals)
+                    self.archive.write_json("summary.json", self.summary)
+                    return again
                 self.archive.write_repetition(*pair[:2], entry, *pair[2:])   # the pair is complete
                 self.done[pair] = entry
             else:
@@ -254,6 +285,8 @@ class Runner:
             left[pair[0]] -= 1
             if not left[pair[0]]:
                 self._finish_point(self.points[pair[0]])
+                self._mark_unmeasurable(pair[0])
+            return None
 
         for p in self.points:   # resumed: a point whose pairs are all in the archive
             if not left[p.index] and p.index not in self.finished:
@@ -261,9 +294,14 @@ class Runner:
         with progress(self.opt.progress, len(todo) * self.exp.n_intervals) as self.bar:
             lent = Lent(self.commands, self.sinks.publish, self.bar.advance)
             if jobs > 1:
-                engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lent, finished)
+                auto = self.capacity is not None
+                engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lent, finished,
+                                    self._cost if auto else (lambda pair: 0.0),
+                                    self.capacity if auto else math.inf)
                 return
-            for pair in todo:
+            queue = list(todo)
+            while queue:
+                pair = queue.pop(0)
                 self.running = f"point {pair[0]} repetition {pair[1]}"
                 try:
                     entry, error = repetition.run(self.unit(pair), lent), None
@@ -271,7 +309,16 @@ class Runner:
                     entry, error = None, e
                 finally:
                     self.running = None
-                finished(pair, entry, error)
+                if finished(pair, entry, error):
+                    queue.insert(0, pair)
+
+    def _mark_unmeasurable(self, index: int) -> None:
+        """A point with a pair spoiled in every attempt says so, with the reasons, in summary.json."""
+        why = self.reruns.unmeasurable(index)
+        entry = next((p for p in self.summary["points"] if p["index"] == index), None)
+        if why and entry is not None:
+            entry["unmeasurable"] = why
+            self.archive.write_json("summary.json", self.summary)
 
     def _record_setup(self, pair: tuple, setup: dict) -> None:
         """What a repetition set up that the run records once per point (env.json) or once (summary.json)."""

@@ -1,0 +1,143 @@
+"""This machine's capacity for pairs side by side (`--jobs auto`, engine.py), measured once and cached.
+
+    capacity(root, prefix, say) -> the calibration record (capacity_pps and how it was measured)
+
+Two or more short runs of one cubic flow through the netns dumbbell, without added delay, nothing else of the
+run set up yet:
+- the ceiling: the bottleneck asks for more than this machine forwards (CEILING_RATE), so what the flow carried
+  is what the machine carries through namespaces with every hop's packets wire-sized;
+- the check: HEADROOM of that ceiling must reach goodput/T_max >= FULL with no core saturated by softirq
+  (SOFTIRQ_SATURATED); if it does not, the rate is lowered by STEP, at most TRIES times.
+The capacity is the rate that passed, in engine.pair_pps's unit (wire packets per second times the hops each
+crosses): the engine admits pairs while the sum of their costs fits it. Each pair's fidelity verdict still
+checks what the admission assumed (that costs add up), and a pair the machine could not carry is rerun alone.
+
+The record is cached in ROOT/<kernel release>-<CPU>.json (keyed by the kernel release, the CPU model and the
+number of cores: what the capacity depends on), with the runs' folders beside it; a lock makes a second run
+that needs it wait for the first's measurement instead of measuring beside it. Delete the file to measure again
+(after a kernel or CPU change the key changes by itself). The machine's load average when it was measured is
+in the record: a calibration made on a busy machine is conservative, never optimistic.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+from ccrig.commands import Commands
+from ccrig.errors import RunError
+from ccrig.experiments import spec as specmod
+from ccrig.experiments.run import engine, repetition
+from ccrig.experiments.run.repetition import Lent, Unit
+
+ROOT = Path("results/calibration")
+CEILING_RATE = "10gbit"   # more than any 2-core machine forwards through namespaces (~0.5 Gbit/s here)
+DURATION, INTERVAL, WARMUP = "3s", "0.5s", 2   # 2 s judged after a 1 s ramp: cubic at 0 RTT fills it in ms
+HEADROOM = 0.5            # of the ceiling: the machine then has half its time for samplers, programs, others
+STEP = 0.7                # the next try's rate, of the last one's
+TRIES = 3
+FULL = 0.98               # goodput/T_max the check must reach (alone, the netns path reads 0.99-1.0)
+SOFTIRQ_SATURATED = 0.5   # of a core's time in softirq: the packet path then competes with everything else
+SECONDS = 15              # what the user is told it takes (setup and teardown included)
+
+
+def key() -> str:
+    """What the capacity depends on: the kernel release, the CPU model, the number of cores."""
+    model = cpu_model()
+    digest = hashlib.sha256(f"{model}|{os.cpu_count()}".encode()).hexdigest()[:12]
+    return f"{platform.release()}-{digest}"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cached(root: Path = ROOT) -> dict | None:
+    """The calibration of this kernel and CPU, if measured already."""
+    path = root / f"{key()}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def capacity(root: Path, prefix: str, say: Callable[[str], None] = print) -> dict:
+    """The cached calibration, or a new one measured now (said before, with how long it takes, and after)."""
+    root.mkdir(parents=True, exist_ok=True)
+    found = cached(root)
+    if found is not None:
+        return found
+    with open(root / f".{key()}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # another run measuring now: wait for its result, never measure beside it
+        found = cached(root)
+        if found is not None:
+            return found
+        say(f"calibrating this machine for --jobs auto (once per kernel and CPU: {TRIES} runs of {DURATION} at "
+            f"most, about {SECONDS} s; cached in {root / (key() + '.json')})")
+        t = time.monotonic()
+        record = measure(root / key(), prefix)
+        record["seconds"] = round(time.monotonic() - t, 1)
+        tmp = root / f".{key()}.json.tmp"
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        tmp.rename(root / f"{key()}.json")
+        say(f"calibrated in {record['seconds']:.0f} s: pairs side by side up to {record['capacity_pps']:.0f} wire "
+            f"packets/s (hops counted)" + ("" if record["passed"] else
+                                           " (no try reached the check: the machine was busy; kept the lowest)"))
+        return record
+
+
+def measure(folder: Path, prefix: str) -> dict:
+    """The ceiling, then checks at HEADROOM of it and below until one passes (or TRIES are spent)."""
+    if folder.exists():
+        shutil.rmtree(folder)   # a killed calibration's runs: this one replaces them
+    ceiling = _one(CEILING_RATE, folder / "ceiling", prefix)
+    pps = ceiling["carried_pps"]
+    record = {"key": key(), "kernel": platform.release(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
+              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_average": list(os.getloadavg()),
+              "ceiling": ceiling, "checks": [], "folder": str(folder)}
+    rate = HEADROOM * ceiling["carried_bps"]
+    for i in range(TRIES):
+        check = _one(f"{max(1, int(rate / 1e6))}mbit", folder / f"check{i}", prefix)
+        check["passed"] = check["goodput_of_t_max"] >= FULL and check["softirq_busiest_core"] < SOFTIRQ_SATURATED
+        record["checks"].append(check)
+        pps = check["offered_pps"]
+        if check["passed"]:
+            break
+        rate *= STEP
+    record.update(capacity_pps=pps, passed=record["checks"][-1]["passed"])
+    return record
+
+
+def _one(rate: str, out: Path, prefix: str) -> dict:
+    """One repetition of one cubic flow at `rate`: what it carried and what it cost the machine."""
+    raw = {"name": "calibration", "testbed": "netns",
+           "topology": {"name": "dumbbell", "bottleneck": {"rate": rate, "buffer": "1000pkt", "qdisc": "pfifo"}},
+           "flows": [{"cc": "cubic"}], "duration": DURATION, "interval": INTERVAL, "warmup": WARMUP}
+    exp = specmod.validate(raw, "calibration")
+    point = specmod.points(raw, exp, "calibration")[0]
+    unit = Unit(point=point, rep=0, out=out, prefix=prefix, laws={0: "cubic"}, experiment="calibration",
+                run_id=prefix)
+    entry = repetition.run(unit, Lent(Commands(out / "commands.log")))
+    fid = entry.get("fidelity") or {}
+    share = fid.get("goodput_of_t_max")
+    if share is None:
+        raise RunError(f"calibration at {rate}: the run measured no goodput (see {out})")
+    offered = engine.pair_pps(exp)
+    return {"rate": rate, "goodput_bps": entry["system"]["goodput_bps"]["mean"], "goodput_of_t_max": share,
+            "carried_bps": share * engine.bottleneck_bps(exp),
+            "offered_pps": offered, "carried_pps": share * offered,
+            "cpu_busy": fid.get("cpu_busy"), "cpu_busiest_core": fid.get("cpu_busiest_core"),
+            "softirq_busiest_core": fid.get("softirq_busiest_core", 0.0)}
