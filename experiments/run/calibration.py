@@ -2,8 +2,8 @@
 
     capacity(root, prefix, say) -> the calibration record (capacity_pps and how it was measured)
 
-Two or more short runs of one cubic flow through the netns dumbbell, without added delay, nothing else of the
-run set up yet:
+Two or more short runs of one reno flow (built into every kernel) through the netns dumbbell, without added delay,
+nothing else of the run set up yet:
 - the ceiling: the bottleneck asks for more than this machine forwards (CEILING_RATE), so what the flow carried
   is what the machine carries through namespaces with every hop's packets wire-sized;
 - the check: HEADROOM of that ceiling must reach goodput/T_max >= FULL with no core saturated by softirq
@@ -38,7 +38,7 @@ from ccrig.experiments.run.repetition import Lent, Unit
 
 ROOT = Path("results/calibration")
 CEILING_RATE = "10gbit"   # more than any 2-core machine forwards through namespaces (~0.5 Gbit/s here)
-DURATION, INTERVAL, WARMUP = "3s", "0.5s", 2   # 2 s judged after a 1 s ramp: cubic at 0 RTT fills it in ms
+DURATION, INTERVAL, WARMUP = "3s", "0.5s", 2   # 2 s judged after a 1 s ramp: at no added RTT it fills in ms
 HEADROOM = 0.5            # of the ceiling: the machine then has half its time for samplers, programs, others
 STEP = 0.7                # the next try's rate, of the last one's
 TRIES = 3
@@ -122,13 +122,13 @@ def measure(folder: Path, prefix: str) -> dict:
 
 
 def _one(rate: str, out: Path, prefix: str) -> dict:
-    """One repetition of one cubic flow at `rate`: what it carried and what it cost the machine."""
+    """One repetition of one reno flow at `rate`: what it carried and what it cost the machine."""
     raw = {"name": "calibration", "testbed": "netns",
            "topology": {"name": "dumbbell", "bottleneck": {"rate": rate, "buffer": "1000pkt", "qdisc": "pfifo"}},
-           "flows": [{"cc": "cubic"}], "duration": DURATION, "interval": INTERVAL, "warmup": WARMUP}
+           "flows": [{"cc": "reno"}], "duration": DURATION, "interval": INTERVAL, "warmup": WARMUP}
     exp = specmod.validate(raw, "calibration")
     point = specmod.points(raw, exp, "calibration")[0]
-    unit = Unit(point=point, rep=0, out=out, prefix=prefix, laws={0: "cubic"}, experiment="calibration",
+    unit = Unit(point=point, rep=0, out=out, prefix=prefix, laws={0: "reno"}, experiment="calibration",
                 run_id=prefix)
     entry = repetition.run(unit, Lent(Commands(out / "commands.log")))
     fid = entry.get("fidelity") or {}

@@ -243,7 +243,12 @@ class Runner:
         measured once (before anything of the run is set up) and cached, recorded in env.json."""
         if self.opt.jobs != "auto" or not testbeds.get(self.exp.testbed).side_by_side or len(self.todo) < 2:
             return
-        record = calibration.capacity(self.opt.calibration_root, f"{self.opt.prefix}-cal")
+        try:
+            record = calibration.capacity(self.opt.calibration_root, f"{self.opt.prefix}-cal")
+        except OSError as e:   # no room or no right to cache it: no measured capacity, so one at a time
+            print(f"warning: --jobs auto: cannot keep the calibration in {self.opt.calibration_root} ({e.strerror});"
+                  f" pairs run one at a time")
+            return
         self.capacity = record["capacity_pps"]
         self.env["calibration"] = {k: record.get(k) for k in ("key", "kernel", "cpu_model", "cpus", "measured_at",
                                                                "load_average", "capacity_pps", "passed", "seconds")}
