@@ -2,12 +2,13 @@
 
     capacity(root, prefix, say) -> the calibration record (capacity_pps and how it was measured)
 
-Two or more short runs of one reno flow (built into every kernel) through the netns dumbbell, without added delay,
-nothing else of the run set up yet:
-- the ceiling: the bottleneck asks for more than this machine forwards (CEILING_RATE), so what the flow carried
-  is what the machine carries through namespaces with every hop's packets wire-sized;
-- the check: HEADROOM of that ceiling must reach goodput/T_max >= FULL with no core saturated by softirq
-  (SOFTIRQ_SATURATED); if it does not, the rate is lowered by STEP, at most TRIES times.
+Two or more short rounds of PAIRS pairs side by side (one per core), each one reno flow (built into every kernel)
+through the netns dumbbell without added delay, nothing else of the run set up yet:
+- the ceiling: each bottleneck asks for more than this machine forwards (CEILING_RATE), so what the flows carried
+  together is what the machine carries through namespaces with every hop's packets wire-sized (one flow alone
+  is bound by its own pipeline's hand-offs between cores: it leaves the machine idle in part);
+- the check: HEADROOM of that ceiling, shared by the pairs, must reach goodput/T_max >= FULL in every pair with no
+  core saturated by softirq (SOFTIRQ_SATURATED); if it does not, the rate is lowered by STEP, at most TRIES times.
 The capacity is the rate that passed, in engine.pair_pps's unit (wire packets per second times the hops each
 crosses): the engine admits pairs while the sum of their costs fits it. Each pair's fidelity verdict still
 checks what the admission assumed (that costs add up), and a pair the machine could not carry is rerun alone.
@@ -45,6 +46,7 @@ TRIES = 3
 FULL = 0.98               # goodput/T_max the check must reach (alone, the netns path reads 0.99-1.0)
 SOFTIRQ_SATURATED = 0.5   # of a core's time in softirq: the packet path then competes with everything else
 SECONDS = 15              # what the user is told it takes (setup and teardown included)
+PAIRS = min(4, os.cpu_count() or 1)   # side by side in each run: what the machine carries is every core's work
 
 
 def key() -> str:
@@ -103,14 +105,14 @@ def measure(folder: Path, prefix: str) -> dict:
     """The ceiling, then checks at HEADROOM of it and below until one passes (or TRIES are spent)."""
     if folder.exists():
         shutil.rmtree(folder)   # a killed calibration's runs: this one replaces them
-    ceiling = _one(CEILING_RATE, folder / "ceiling", prefix)
+    ceiling = _round(CEILING_RATE, folder / "ceiling", prefix)
     pps = ceiling["carried_pps"]
     record = {"key": key(), "kernel": platform.release(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_average": list(os.getloadavg()),
               "ceiling": ceiling, "checks": [], "folder": str(folder)}
-    rate = HEADROOM * ceiling["carried_bps"]
+    rate = HEADROOM * ceiling["carried_bps"] / PAIRS   # each pair's
     for i in range(TRIES):
-        check = _one(f"{max(1, int(rate / 1e6))}mbit", folder / f"check{i}", prefix)
+        check = _round(f"{max(1, int(rate / 1e6))}mbit", folder / f"check{i}", prefix)
         check["passed"] = check["goodput_of_t_max"] >= FULL and check["softirq_busiest_core"] < SOFTIRQ_SATURATED
         record["checks"].append(check)
         pps = check["offered_pps"]
@@ -121,23 +123,38 @@ def measure(folder: Path, prefix: str) -> dict:
     return record
 
 
-def _one(rate: str, out: Path, prefix: str) -> dict:
-    """One repetition of one reno flow at `rate`: what it carried and what it cost the machine."""
+def _round(rate: str, out: Path, prefix: str) -> dict:
+    """PAIRS repetitions of one reno flow at `rate` each, side by side: what they carried together and what it
+    cost the machine (one flow alone is bound by the hand-offs of its own pipeline, not by the machine)."""
     raw = {"name": "calibration", "testbed": "netns",
            "topology": {"name": "dumbbell", "bottleneck": {"rate": rate, "buffer": "1000pkt", "qdisc": "pfifo"}},
            "flows": [{"cc": "reno"}], "duration": DURATION, "interval": INTERVAL, "warmup": WARMUP}
     exp = specmod.validate(raw, "calibration")
     point = specmod.points(raw, exp, "calibration")[0]
-    unit = Unit(point=point, rep=0, out=out, prefix=prefix, laws={0: "reno"}, experiment="calibration",
-                run_id=prefix)
-    entry = repetition.run(unit, Lent(Commands(out / "commands.log")))
-    fid = entry.get("fidelity") or {}
-    share = fid.get("goodput_of_t_max")
-    if share is None:
-        raise RunError(f"calibration at {rate}: the run measured no goodput (see {out})")
-    offered = engine.pair_pps(exp)
-    return {"rate": rate, "goodput_bps": entry["system"]["goodput_bps"]["mean"], "goodput_of_t_max": share,
-            "carried_bps": share * engine.bottleneck_bps(exp),
-            "offered_pps": offered, "carried_pps": share * offered,
-            "cpu_busy": fid.get("cpu_busy"), "cpu_busiest_core": fid.get("cpu_busiest_core"),
-            "softirq_busiest_core": fid.get("softirq_busiest_core", 0.0)}
+    records: dict[int, dict] = {}
+    failed: list[str] = []
+
+    def unit_of(pair: tuple, name: str) -> Unit:
+        return Unit(point=point, rep=pair[1], out=out / f"pair{pair[1]}", prefix=name, laws={0: "reno"},
+                    experiment="calibration", run_id=prefix)
+
+    def finished(pair: tuple, entry: dict | None, error, beside: bool) -> None:
+        if error is not None:
+            failed.append(str(error))
+        else:
+            records[pair[1]] = entry
+    out.mkdir(parents=True, exist_ok=True)
+    engine.side_by_side([(0, k) for k in range(PAIRS)], PAIRS, unit_of, prefix,
+                        Lent(Commands(out / "commands.log")), finished)
+    fids = [r.get("fidelity") or {} for r in records.values()]
+    if failed or len(fids) < PAIRS or any(f.get("goodput_of_t_max") is None for f in fids):
+        raise RunError(f"calibration at {rate}: a run measured nothing ({'; '.join(failed) or 'no goodput'}; "
+                       f"see {out})")
+    shares = [f["goodput_of_t_max"] for f in fids]
+    offered = PAIRS * engine.pair_pps(exp)
+    return {"rate": rate, "pairs": PAIRS, "goodput_of_t_max": min(shares),
+            "carried_bps": sum(shares) * engine.bottleneck_bps(exp),
+            "offered_pps": offered, "carried_pps": sum(shares) / PAIRS * offered,
+            "cpu_busy": max(f.get("cpu_busy") or 0.0 for f in fids),
+            "cpu_busiest_core": max(f.get("cpu_busiest_core") or 0.0 for f in fids),
+            "softirq_busiest_core": max(f.get("softirq_busiest_core") or 0.0 for f in fids)}

@@ -80,7 +80,7 @@ class Reruns:
         if dest.exists():   # a resumed run's earlier attempt of the same number
             shutil.rmtree(dest)
         src.rename(dest)
-        (dest / "repetition.json").write_text(json.dumps({**record, "excluded": why}, indent=1, default=str) + "\n")
+        (dest / "repetition.json").write_text(json.dumps({"rep": pair[1], **record, "excluded": why}, indent=1, default=str) + "\n")
         return dest
 
     def unmeasurable(self, point: int) -> list[str]:

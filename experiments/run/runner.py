@@ -232,7 +232,8 @@ class Runner:
                     describe="topology" not in self.env)
 
     def jobs(self) -> int:
-        """How many pairs run side by side: --jobs, or under auto what this machine carries (engine.admit)."""
+        """How many pairs may run side by side: --jobs, or under auto as many slots as the capacity holds
+        (engine.slots; the pairs' costs then decide which run together)."""
         able = testbeds.get(self.exp.testbed).side_by_side
         if self.opt.jobs == "auto":
             return engine.slots(self.points, able, self.capacity)

@@ -48,7 +48,7 @@ def _first_attempts(summary: dict, run_dir: Path) -> list[dict]:
     firsts = []
     for r in summary.get("reruns", []):
         if r.get("attempt") == 1 and "excluded" in r:
-            firsts.append(json.loads((run_dir / r["excluded"] / "repetition.json").read_text()))
+            firsts.append({"rep": r["rep"], **json.loads((run_dir / r["excluded"] / "repetition.json").read_text())})
     rerun = {r["rep"] for r in summary.get("reruns", []) if r.get("attempt") == 1}
     firsts += [r for r in summary["points"][0]["repetitions"] if r["rep"] not in rerun]
     return firsts
