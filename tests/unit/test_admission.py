@@ -1,9 +1,14 @@
 """experiments/run/engine.py's admission: pairs start in their order while their costs fit the measured capacity;
 a pair costlier than the capacity, or one to run again alone, starts only when nothing runs, and nothing starts
-beside it; how many slots `auto` opens; what a pair costs."""
+beside it; how many slots `auto` opens; what a pair costs. reruns.py: a spoiled attempt moved aside and its pair
+run again (alone after running beside others), then given up on."""
+import json
 import math
 
 from ccrig.experiments.run import engine, fidelity
+from ccrig.experiments.run import reruns as reruns_mod
+from ccrig.experiments.run.archive import RunArchive
+from ccrig.experiments.run.reruns import Reruns
 from ccrig.experiments.spec import points, validate
 
 
@@ -86,3 +91,42 @@ def test_softirq_share_between_two_readings():
     assert fidelity.busy_between(a, b, 2) == {"cpu": 0.25, "cpu0": 0.25}
     now = fidelity.cpu_times()
     assert all(len(v) == 3 and v[2] <= v[0] <= v[1] for v in now.values())
+
+
+# --- reruns (experiments/run/reruns.py) ---------------------------------------------------------------------
+
+LIMITED = {"fidelity": {"verdict": "testbed-limited", "reasons": ["the machine was busy"]}}
+OK = {"fidelity": {"verdict": "ok", "reasons": []}}
+
+
+def _attempt(archive, pair, record) -> dict:
+    """What a repetition leaves in its folder before the run judges it."""
+    (archive.rep_dir(*pair) / "intervals.csv").write_text("t\n")
+    return json.loads(json.dumps(record))
+
+
+def test_a_spoiled_attempt_is_moved_aside_and_rerun_alone_then_given_up(tmp_path):
+    (tmp_path / "run").mkdir()
+    archive, summary, said = RunArchive(tmp_path / "run"), {}, []
+    reruns = Reruns(archive, summary, said.append)
+    # beside others and limited: alone; a kernel fault alone: as any other pair
+    assert reruns.judge((0, 0), _attempt(archive, (0, 0), LIMITED), beside=True) == engine.ALONE
+    fault = {**OK, "kernel_fault": [{"flow": 1}]}
+    assert reruns.judge((0, 1), _attempt(archive, (0, 1), fault), beside=False) == engine.AGAIN
+    moved = archive.path / "points/000/excluded/attempt1-rep0"
+    assert (moved / "intervals.csv").is_file() and not (archive.path / "points/000/rep0").exists()
+    kept = json.loads((moved / "repetition.json").read_text())
+    assert kept["rep"] == 0 and kept["excluded"].startswith("fidelity testbed-limited") and kept["ran_beside_others"]
+    assert [(r["rep"], r["attempt"], r["rerun"]) for r in summary["reruns"]] == [(0, 1, "alone"), (1, 1, "as any pair")]
+    # the second attempt is good: it stands, saying it was the second
+    good = _attempt(archive, (0, 0), OK)
+    assert reruns.judge((0, 0), good, beside=False) is None and good["attempt"] == 2
+    # spoiled every time: after RERUNS reruns the last attempt stays and the point is unmeasurable
+    for n in range(reruns_mod.RERUNS - 1):   # its first attempt was spoiled above
+        assert reruns.judge((0, 1), _attempt(archive, (0, 1), fault), beside=False) == engine.AGAIN
+    assert reruns.judge((0, 1), _attempt(archive, (0, 1), fault), beside=False) is None
+    assert (archive.path / "points/000/rep1/intervals.csv").is_file()
+    assert len(list((archive.path / "points/000/excluded").iterdir())) == 1 + reruns_mod.RERUNS
+    assert reruns.unmeasurable(0) == [f"repetition 1 was spoiled in {reruns_mod.RERUNS + 1} attempts, the last: "
+                                      f"kernel_fault: the BPF struct_ops fault hit flow(s) 1"]
+    assert summary["reruns"][-1]["kept"].startswith("as the pair's record") and reruns.unmeasurable(1) == []
