@@ -4,7 +4,7 @@
 Side by side is forced (`--jobs 4`, not auto's admission) so the machine meets what admission would keep it from.
 Per rate: each mode's wall time, system goodput and its interval over the repetitions, and per first attempt
 side by side: its goodput/T_max, its fidelity verdict and whether it differs from the alone repetitions (below
-the lowest of them by more than DIFFERS of T_max). Reported:
+the lowest of those whose verdict was ok by more than DIFFERS of T_max). Reported:
 - `flagged_what_differs`: every first attempt that differs was judged testbed-limited (the goal),
 - `flagged_alike`: attempts judged testbed-limited that did not differ (the cost: reruns not needed),
 - `agree`: the side-by-side run's goodput interval, after its spoiled attempts were rerun alone, overlaps the alone
@@ -60,6 +60,7 @@ def _mode(summary: dict | None, wall: float, error: str) -> dict:
     g = summary["points"][0]["system"]["goodput_bps"]
     return {"jobs": summary.get("jobs"), "wall_s": round(wall, 1), "goodput_bps": g["mean"], "ci95": g.get("ci95"),
             "reruns": len(summary.get("reruns", [])),
+            "unmeasurable": summary["points"][0].get("unmeasurable", []),
             "goodput_of_t_max": [round(r["fidelity"]["goodput_of_t_max"], 4)
                                  for r in summary["points"][0]["repetitions"]]}
 
@@ -72,13 +73,17 @@ def _cell(rate: int, out: Path) -> dict:
             "side_by_side": _mode(side_s, side_wall, side_err)}
     if alone_s is None or side_s is None:
         return cell
-    lowest = min(r["fidelity"]["goodput_of_t_max"] for r in alone_s["points"][0]["repetitions"])
+    # the alone repetitions that stood (a busy machine spoils some of those too: they are no yardstick)
+    standing = [r for r in alone_s["points"][0]["repetitions"] if r["fidelity"]["verdict"] == "ok"] or \
+        alone_s["points"][0]["repetitions"]
+    lowest = min(r["fidelity"]["goodput_of_t_max"] for r in standing)
     run_dir = next((out / f"side-{rate}").iterdir())
     firsts = []
     for r in _first_attempts(side_s, run_dir):
         share = r["fidelity"]["goodput_of_t_max"]
         firsts.append({"rep": r["rep"], "goodput_of_t_max": round(share, 4), "verdict": r["fidelity"]["verdict"],
-                       "differs": share < lowest - DIFFERS, "reasons": r["fidelity"]["reasons"]})
+                       "differs": share < lowest - DIFFERS, "reasons": r["fidelity"]["reasons"],
+                       **({"spoiled": r["excluded"]} if "excluded" in r else {})})
     a, b = cell["alone"]["ci95"], cell["side_by_side"]["ci95"]
     cell.update(first_attempts_side_by_side=firsts,
                 flagged_what_differs=all(f["verdict"] != "ok" for f in firsts if f["differs"]),
