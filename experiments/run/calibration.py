@@ -2,15 +2,15 @@
 
     capacity(root, prefix, say) -> the calibration record (capacity_pps and how it was measured)
 
-Two or more short rounds of PAIRS pairs side by side (one per core), each one reno flow (built into every kernel)
-through the netns dumbbell without added delay, nothing else of the run set up yet:
-- the ceiling: each bottleneck asks for more than this machine forwards (CEILING_RATE), so what the flows carried
-  together is what the machine carries through namespaces with every hop's packets wire-sized (one flow alone
-  is bound by its own pipeline's hand-offs between cores: it leaves the machine idle in part);
-- the check: HEADROOM of that ceiling, shared by the pairs, must reach goodput/T_max >= FULL in every pair with no
-  core saturated by softirq (SOFTIRQ_SATURATED); if it does not, the rate is lowered by STEP, at most TRIES times.
-The capacity is the rate that passed, in engine.pair_pps's unit (wire packets per second times the hops each
-crosses): the engine admits pairs while the sum of their costs fits it. Each pair's fidelity verdict still
+Short rounds of PAIRS pairs side by side (one per core: what the machine carries is every core's work), each pair
+one reno flow (built into every kernel) through the netns dumbbell without added delay, nothing else of the run set
+up yet. A round passes when every pair reaches goodput/T_max >= FULL with no core saturated by softirq
+(SOFTIRQ_SATURATED). The first round's links run at START each; a round that passes doubles the rate for the next,
+one that fails halves it, until a pass follows a fail or a fail follows a pass (or TRIES rounds are spent).
+Shaped links are measured, not an unshaped ceiling: here an unshaped path carried 3 Gbit/s per pair (the shaper
+never waited for tokens) where a shaper at 1.9 Gbit/s delivered 0.18 of its rate, its timer the bottleneck.
+The capacity is the highest round that passed, in engine.pair_pps's unit (wire packets per second times the hops
+each crosses, summed over its pairs): the engine admits pairs while the sum of their costs fits it. Each pair's fidelity verdict still
 checks what the admission assumed (that costs add up), and a pair the machine could not carry is rerun alone.
 
 The record is cached in ROOT/<kernel release>-<CPU>.json (keyed by the kernel release, the CPU model and the
@@ -38,14 +38,12 @@ from ccrig.experiments.run import engine, repetition
 from ccrig.experiments.run.repetition import Lent, Unit
 
 ROOT = Path("results/calibration")
-CEILING_RATE = "10gbit"   # more than any 2-core machine forwards through namespaces (~0.5 Gbit/s here)
+START = 100e6             # bits/s per pair: four 100 Mbit/s pairs side by side read 0.99-1.0 of T_max here
 DURATION, INTERVAL, WARMUP = "3s", "0.5s", 2   # 2 s judged after a 1 s ramp: at no added RTT it fills in ms
-HEADROOM = 0.5            # of the ceiling: the machine then has half its time for samplers, programs, others
-STEP = 0.7                # the next try's rate, of the last one's
-TRIES = 3
-FULL = 0.98               # goodput/T_max the check must reach (alone, the netns path reads 0.99-1.0)
+TRIES = 4
+FULL = 0.98               # goodput/T_max every pair must reach (alone, the netns path reads 0.99-1.0)
 SOFTIRQ_SATURATED = 0.5   # of a core's time in softirq: the packet path then competes with everything else
-SECONDS = 15              # what the user is told it takes (setup and teardown included)
+SECONDS = 20              # what the user is told it takes (setup and teardown included)
 PAIRS = min(4, os.cpu_count() or 1)   # side by side in each run: what the machine carries is every core's work
 
 
@@ -87,7 +85,7 @@ def capacity(root: Path, prefix: str, say: Callable[[str], None] = print) -> dic
         found = cached(root)
         if found is not None:
             return found
-        say(f"calibrating this machine for --jobs auto (once per kernel and CPU: {TRIES} runs of {DURATION} at "
+        say(f"calibrating this machine for --jobs auto (once per kernel and CPU: {TRIES} rounds of {DURATION} at "
             f"most, about {SECONDS} s; cached in {root / (key() + '.json')})")
         t = time.monotonic()
         record = measure(root / key(), prefix)
@@ -97,29 +95,34 @@ def capacity(root: Path, prefix: str, say: Callable[[str], None] = print) -> dic
         tmp.rename(root / f"{key()}.json")
         say(f"calibrated in {record['seconds']:.0f} s: pairs side by side up to {record['capacity_pps']:.0f} wire "
             f"packets/s (hops counted)" + ("" if record["passed"] else
-                                           " (no try reached the check: the machine was busy; kept the lowest)"))
+                                           " (no round passed: the machine was busy; kept the lowest)"))
         return record
 
 
 def measure(folder: Path, prefix: str) -> dict:
-    """The ceiling, then checks at HEADROOM of it and below until one passes (or TRIES are spent)."""
+    """Rounds from START up (doubling while they pass) or down (halving while they fail): the highest that passed."""
     if folder.exists():
         shutil.rmtree(folder)   # a killed calibration's runs: this one replaces them
-    ceiling = _round(CEILING_RATE, folder / "ceiling", prefix)
-    pps = ceiling["carried_pps"]
     record = {"key": key(), "kernel": platform.release(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_average": list(os.getloadavg()),
-              "ceiling": ceiling, "checks": [], "folder": str(folder)}
-    rate = HEADROOM * ceiling["carried_bps"] / PAIRS   # each pair's
+              "pairs": PAIRS, "rounds": [], "folder": str(folder)}
+    rate, best, failed = START, None, False
     for i in range(TRIES):
-        check = _round(f"{max(1, int(rate / 1e6))}mbit", folder / f"check{i}", prefix)
+        check = _round(f"{max(1, int(rate / 1e6))}mbit", folder / f"round{i}", prefix)
         check["passed"] = check["goodput_of_t_max"] >= FULL and check["softirq_busiest_core"] < SOFTIRQ_SATURATED
-        record["checks"].append(check)
-        pps = check["offered_pps"]
+        record["rounds"].append(check)
         if check["passed"]:
-            break
-        rate *= STEP
-    record.update(capacity_pps=pps, passed=record["checks"][-1]["passed"])
+            best = check
+            if failed:
+                break
+            rate *= 2
+        else:
+            failed = True
+            if best is not None:
+                break
+            rate /= 2
+    chosen = best or record["rounds"][-1]
+    record.update(capacity_pps=chosen["offered_pps"], passed=best is not None)
     return record
 
 

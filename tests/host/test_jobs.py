@@ -145,9 +145,13 @@ def test_the_calibration_is_cached_per_kernel_and_cpu_and_reused(tmp_path):
     assert calibration.key().startswith(platform.release() + "-")
     assert first["kernel"] == platform.release() and first["cpus"] == os.cpu_count()
     assert first["cpu_model"] == calibration.cpu_model()
-    # the ceiling ran the machine flat out; the capacity is a rate a check carried, below it
-    assert first["checks"] and 0 < first["capacity_pps"] <= first["ceiling"]["carried_pps"]
-    assert first["capacity_pps"] == first["checks"][-1]["offered_pps"]
+    # the capacity is the highest round that passed (its pairs at 0.98 of T_max or better), or without one the last
+    rounds = first["rounds"]
+    assert rounds and first["pairs"] == calibration.PAIRS and all(r["pairs"] == calibration.PAIRS for r in rounds)
+    passed = [r for r in rounds if r["passed"]]
+    assert all(r["goodput_of_t_max"] >= calibration.FULL for r in passed)
+    assert first["capacity_pps"] == (max(r["offered_pps"] for r in passed) if passed else rounds[-1]["offered_pps"])
+    assert first["passed"] == bool(passed)
     # reused: nothing measured, nothing said
     stamp = (tmp_path / f"{calibration.key()}.json").stat().st_mtime_ns
     assert calibration.capacity(tmp_path, prefix, said.append) == first and len(said) == 2
