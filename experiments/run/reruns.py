@@ -8,21 +8,24 @@ runs again: alone when it ran beside other pairs or the machine limited it (inte
 side by side it would meet it again), else as any other pair. After RERUNS reruns the last attempt is kept as the
 pair's record (spoiled, so usable() leaves it out of every verdict) and its point is reported unmeasurable with
 the reason. summary.json's `reruns` lists every excluded attempt (its folder, why, whether it ran beside others,
-how it runs again) and every pair given up on.
+how it runs again, when it ran) and every pair given up on.
 
 For the host tests, CCRIG_FORCE_INTERFERENCE=1 in the run's environment turns the fidelity verdict of every
 repetition that ran beside others testbed-limited (saying it was forced), so the path from a spoiled attempt to
 its rerun alone is exercised on a real run without needing this machine to be overloaded at that moment.
 
 An excluded attempt's folder is points/NNN/excluded/[variant-]attemptK-repR: nothing that reads complete pairs
-(repR/repetition.json) sees it, and it keeps everything the attempt measured. Its samples stay in the run's
-sample log (the log is open for the running pairs): a reader tells the attempts apart by this list.
+(repR/repetition.json) sees it, and it keeps everything the attempt measured. Its samples went live to Prometheus (a
+reader tells the attempts apart by their times, in this list) and leave the run's sample log once the run has
+closed it (drop_samples), so the log, and a backfill from it, has each repetition once.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import time
+from pathlib import Path
 
 from ccrig.analysis import samples
 from ccrig.experiments.run.engine import AGAIN, ALONE
@@ -37,7 +40,7 @@ class Reruns:
         self.spoiled: dict[tuple, int] = {}        # pair -> its attempts spoiled so far
         self.given_up: dict[tuple, str] = {}       # pair -> why its point is unmeasurable
 
-    def judge(self, pair: tuple, record: dict, beside: bool) -> str | None:
+    def judge(self, pair: tuple, record: dict, beside: bool, started: float | None = None) -> str | None:
         """None when the record stands (usable, or spoiled once too often: then the pair is given up on); else
         how the pair runs again, its attempt moved aside first."""
         record["ran_beside_others"] = beside
@@ -64,7 +67,8 @@ class Reruns:
         alone = beside or (record.get("fidelity") or {}).get("verdict", "ok") != "ok"
         folder = self._exclude(pair, record, why, n + 1)
         self.summary.setdefault("reruns", []).append(
-            {**entry, "excluded": str(folder.relative_to(self.archive.path)),
+            {**entry, "excluded": str(folder.relative_to(self.archive.path)), "started_at": started,
+             "excluded_at": time.time(),
              "rerun": "alone" if alone else "as any pair"})
         self.say(f"point {pair[0]} repetition {pair[1]} spoiled ({why}); running it again"
                  f"{' alone' if alone else ''} (attempt {n + 2} of at most {RERUNS + 1})")
@@ -83,6 +87,41 @@ class Reruns:
         (dest / "repetition.json").write_text(json.dumps({"rep": pair[1], **record, "excluded": why}, indent=1, default=str) + "\n")
         return dest
 
+    def drop_samples(self, log: Path) -> int:
+        """Removes the excluded attempts' samples from the closed sample log: those labelled with the attempt's
+        point and repetition, stamped between its start and its exclusion (its rerun's came later)."""
+        spans = [(str(r["point"]), str(r["rep"]), r["started_at"], r["excluded_at"])
+                 for r in self.summary.get("reruns", []) if r.get("started_at") and "excluded_at" in r]
+        if not spans or not log.is_file():
+            return 0
+        keep, dropped = [], 0
+        for line in log.read_text().splitlines():
+            try:
+                s = json.loads(line)
+                labels, ts = s.get("labels", {}), float(s.get("ts", 0))
+            except (ValueError, TypeError, AttributeError):
+                keep.append(line)
+                continue
+            if any(labels.get("point") == p and labels.get("rep") == r and a <= ts <= b for p, r, a, b in spans):
+                dropped += 1
+            else:
+                keep.append(line)
+        if dropped:
+            tmp = log.with_name(f".{log.name}.tmp")
+            tmp.write_text("".join(f"{line}\n" for line in keep))
+            tmp.rename(log)
+            self.summary["excluded_samples_dropped"] = dropped
+            self.archive.write_json("summary.json", self.summary)
+        return dropped
+
     def unmeasurable(self, point: int) -> list[str]:
         """Why the point is unmeasurable: each of its pairs given up on."""
         return [why for pair, why in sorted(self.given_up.items()) if pair[0] == point]
+
+    def mark_unmeasurable(self, point: int) -> None:
+        """The point's summary entry (once summarised) says why it is unmeasurable, if it is."""
+        why = self.unmeasurable(point)
+        entry = next((p for p in self.summary.get("points", []) if p["index"] == point), None)
+        if why and entry is not None:
+            entry["unmeasurable"] = why
+            self.archive.write_json("summary.json", self.summary)

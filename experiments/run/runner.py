@@ -87,6 +87,7 @@ class Runner:
         self.running: str | None = None   # the pair now running, for a second Ctrl-C's line
         self.capacity: float | None = None   # --jobs auto: this machine's measured capacity (calibration.py)
         self.reruns: Reruns | None = None
+        self.started: dict[tuple, float] = {}   # pair -> when its latest attempt started
 
     # --- the whole run ----------------------------------------------------------------------------------
     def preflight(self) -> None:
@@ -120,6 +121,8 @@ class Runner:
                 with signals.deferred(self._remaining):
                     if self.sinks is not None:
                         self.sinks.close()
+                        if self.reruns is not None:   # the log is closed: the excluded attempts' samples go
+                            self.reruns.drop_samples(self.archive.path / LOG_NAME)
                     self._release_ccs()
         return RunResult(self.archive.path, self.summary, self.sinks.url)
 
@@ -217,7 +220,9 @@ class Runner:
                  "points_done": len(self.finished), "pairs_to_run": len(self.todo), "samples_dropped": dropped})
 
     def unit(self, pair: tuple, prefix: str | None = None) -> Unit:
-        """The pair as a unit of work: its point (the baseline's own for PAUSE), folder, names and laws."""
+        """The pair as a unit of work: its point (the baseline's own for PAUSE), folder, names and laws. Made as
+        the pair starts (the time is kept: a rerun's excluded attempt is told apart by it)."""
+        self.started[pair] = time.time()
         pi, rep, variant = (*pair, "")[:3]
         point = self.points[pi]
         if variant == BASELINE:
@@ -277,7 +282,7 @@ class Runner:
         def finished(pair: tuple, entry: dict | None, error: RunError | None, beside: bool = False) -> str | None:
             if error is None:
                 self._record_setup(pair, entry.get("setup", {}))
-                again = self.reruns.judge(pair, entry, beside)
+                again = self.reruns.judge(pair, entry, beside, self.started.get(pair))
                 if again:
                     self.bar.more(self.exp.n_intervals)
                     self.archive.write_json("summary.json", self.summary)
@@ -291,7 +296,7 @@ class Runner:
             left[pair[0]] -= 1
             if not left[pair[0]]:
                 self._finish_point(self.points[pair[0]])
-                self._mark_unmeasurable(pair[0])
+                self.reruns.mark_unmeasurable(pair[0])
             return None
 
         for p in self.points:   # resumed: a point whose pairs are all in the archive
@@ -317,14 +322,6 @@ class Runner:
                     self.running = None
                 if finished(pair, entry, error):
                     queue.insert(0, pair)
-
-    def _mark_unmeasurable(self, index: int) -> None:
-        """A point with a pair spoiled in every attempt says so, with the reasons, in summary.json."""
-        why = self.reruns.unmeasurable(index)
-        entry = next((p for p in self.summary["points"] if p["index"] == index), None)
-        if why and entry is not None:
-            entry["unmeasurable"] = why
-            self.archive.write_json("summary.json", self.summary)
 
     def _record_setup(self, pair: tuple, setup: dict) -> None:
         """What a repetition set up that the run records once per point (env.json) or once (summary.json)."""

@@ -130,3 +130,21 @@ def test_a_spoiled_attempt_is_moved_aside_and_rerun_alone_then_given_up(tmp_path
     assert reruns.unmeasurable(0) == [f"repetition 1 was spoiled in {reruns_mod.RERUNS + 1} attempts, the last: "
                                       f"kernel_fault: the BPF struct_ops fault hit flow(s) 1"]
     assert summary["reruns"][-1]["kept"].startswith("as the pair's record") and reruns.unmeasurable(1) == []
+
+
+def test_an_excluded_attempts_samples_leave_the_closed_log(tmp_path):
+    (tmp_path / "run").mkdir()
+    archive, summary = RunArchive(tmp_path / "run"), {"points": []}
+    reruns = Reruns(archive, summary, lambda line: None)
+    assert reruns.judge((1, 0), _attempt(archive, (1, 0), LIMITED), beside=True, started=100.0) == engine.ALONE
+    end = summary["reruns"][0]["excluded_at"]
+    line = lambda point, rep, ts: json.dumps({"name": "g", "labels": {"point": point, "rep": rep}, "value": 1,
+                                              "ts": ts})
+    log = archive.path / "samples.jsonl"
+    # the attempt's own (point 1, rep 0, while it ran); another pair's at the same time; the rerun's, after
+    log.write_text("\n".join([line("1", "0", 101.0), line("1", "0", 102.0), line("0", "0", 101.0),
+                              line("1", "1", 101.0), line("1", "0", end + 5)]) + "\n")
+    assert reruns.drop_samples(log) == 2
+    assert [json.loads(x)["ts"] for x in log.read_text().splitlines()] == [101.0, 101.0, end + 5]
+    assert summary["excluded_samples_dropped"] == 2
+    assert json.loads((archive.path / "summary.json").read_text())["excluded_samples_dropped"] == 2
