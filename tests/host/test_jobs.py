@@ -117,6 +117,14 @@ def test_a_testbed_limited_repetition_beside_others_is_rerun_alone_and_recorded(
     assert "unmeasurable" not in point and point["fidelity"]["verdict"] == "ok"
     assert sorted(p.parent.name for p in run.glob("points/*/rep*/repetition.json")) == ["rep0", "rep1"]
     assert "running it again alone" in out
+    # the sample log holds each repetition once: the excluded attempts' samples left it
+    series: dict = {}
+    for line in (run / "samples.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        if s["name"] == "flow_goodput_bytes_per_second":
+            key = (s["labels"]["rep"], s["labels"]["flow"])
+            series[key] = series.get(key, 0) + 1
+    assert series == {(r, f): 3 for r in "01" for f in "01"} and summary["excluded_samples_dropped"] > 0, series
     assert leftovers(p.pid) == []
 
 
