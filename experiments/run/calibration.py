@@ -129,8 +129,9 @@ def measure(folder: Path, prefix: str) -> dict:
 def _round(rate: str, out: Path, prefix: str) -> dict:
     """PAIRS repetitions of one reno flow at `rate` each, side by side: what they carried together and what it
     cost the machine (one flow alone is bound by the hand-offs of its own pipeline, not by the machine)."""
-    raw = {"name": "calibration", "testbed": "netns",
-           "topology": {"name": "dumbbell", "bottleneck": {"rate": rate, "buffer": "1000pkt", "qdisc": "pfifo"}},
+    # the spec's defaults: the netns testbed, the dumbbell's drop-tail queue
+    raw = {"name": "calibration",
+           "topology": {"name": "dumbbell", "bottleneck": {"rate": rate, "buffer": "1000pkt"}},
            "flows": [{"cc": "reno"}], "duration": DURATION, "interval": INTERVAL, "warmup": WARMUP}
     exp = specmod.validate(raw, "calibration")
     point = specmod.points(raw, exp, "calibration")[0]
