@@ -1,21 +1,27 @@
-"""Pairs side by side: up to `jobs` repetitions at once on this machine, each a process of its own.
+"""Pairs side by side: repetitions at once on this machine, each a process of its own, admitted by cost.
 
-    side_by_side(pairs, jobs, unit_of, lent, finished)
-      pairs are started in the order given (the run's seeded order) while a slot is free; slot k's pair gets the
-      name prefix <run prefix>-j<k>, so its namespaces, devices and BPF pins never meet another's, and `ccrig
-      clean` still finds them by the run's prefix; each pair's samples and progress come back over a pipe to the
-      run's sinks and bar; its record (or its failure) to `finished` as it ends, in whatever order they end
+    side_by_side(pairs, slots, unit_of, prefix, lent, finished, cost, capacity)
+      pairs are started in the order given (the run's seeded order) while a slot is free and the sum of the
+      running pairs' costs plus the next one's fits `capacity` (the next waits otherwise: the order is kept);
+      slot k's pair gets the name prefix <run prefix>-j<k>, so its namespaces, devices and BPF pins never meet
+      another's, and `ccrig clean` still finds them by the run's prefix; each pair's samples and progress come
+      back over a pipe to the run's sinks and bar; its record (or its failure) to `finished` as it ends, in
+      whatever order they end, with whether another pair ran beside it at any time. finished() may ask for the
+      pair again (a spoiled repetition, runner.py): it is queued first, alone (nothing beside it) or not.
 
 A child is forked from the run, so it shares the laws the run loaded (by name) and imports nothing again. It
 traps SIGINT and SIGTERM itself and tears its repetition down on either: Ctrl-C in a terminal reaches every
 process of the group at once, and a SIGTERM to the run alone is passed on to the children. The run waits for
 every child's teardown before it goes on (or out).
 
-How many pairs at once (`--jobs auto`): the pair's expected packet rate through this machine against what one
-machine of this kind carries (admit()); a pair the machine cannot carry beside others runs alone.
+A pair's cost (`--jobs auto`, pair_cost()): the wire packets per second it pushes through this machine (the
+bottleneck's rate in frames, every hop counted) plus its flows' samplers and programs; the capacity is what
+calibration.py measured on this machine. A pair costlier than the capacity runs alone. A testbed that cannot
+run two pairs side by side (a vm's guest takes both cores) gets one slot.
 """
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import signal
@@ -28,11 +34,11 @@ from ccrig.units import wire_bytes
 from ccrig.experiments.run import repetition, signals
 from ccrig.experiments.run.repetition import Lent, Unit
 
-# wire packets per second this kind of machine forwards through namespaces with every hop's packets wire-sized
-# (the one-flow ceiling measured by `make bench BENCH=ceiling`: ~500 Mbit/s of 1514-byte frames), halved so
-# that side-by-side pairs stay clear of it; the samplers' and the programs' own cost rides in the half left
-CAPACITY_PPS = 0.5 * 500e6 / (8 * 1514)
 MAX_JOBS = 2 * (os.cpu_count() or 1)
+# a flow's own cost beside its packets, in packets/s of the same path: its sampler's TCP_INFO poll every 20 ms,
+# iperf3's two processes and their timers. An estimate (a few per cent of a core per flow here), small beside a
+# 10 Mbit/s pair's 3.3k packets/s; the interference bench checks the sum
+FLOW_PPS = 300.0
 
 
 def parse_jobs(value: str) -> int | str:
@@ -44,24 +50,37 @@ def parse_jobs(value: str) -> int | str:
     return int(value)
 
 
-def pair_pps(exp) -> float:
-    """The most wire packets per second a point's pairs push through this machine: the bottleneck's rate in
-    frames (the flows cannot carry more), every hop counted once."""
+def bottleneck_bps(exp) -> float | None:
+    """The bottleneck's configured rate in wire bits per second (None: unshaped)."""
     topo = exp.topology.build(exp.n_flows)
     rate = topo.egress_of(*topo.bottleneck).egress.rate
-    if rate is None:
-        return CAPACITY_PPS   # unshaped: as fast as the machine goes, so alone
-    return rate.bps(topo.wire) / (8 * wire_bytes(topo.mtu)) * max(1, len(topo.path(*topo.pairs[0])))
+    return None if rate is None else rate.bps(topo.wire)
 
 
-def admit(points, able: bool) -> int:
-    """How many pairs run at once under --jobs auto: 1 where the testbed cannot run two side by side (a vm's guest
-    takes both cores; a remote testbed's hosts are shared by every pair; Mininet names devices in the root
-    namespace), else as many as the costliest point's packet rate fits."""
-    if not able:
+def pair_pps(exp) -> float:
+    """The most wire packets per second a point's pairs push through this machine: the bottleneck's rate in
+    frames (the flows cannot carry more), every hop counted once; inf when nothing limits them."""
+    topo = exp.topology.build(exp.n_flows)
+    bps = bottleneck_bps(exp)
+    if bps is None:
+        return float("inf")   # unshaped: as fast as the machine goes, so alone
+    return bps / (8 * wire_bytes(topo.mtu)) * max(1, len(topo.path(*topo.pairs[0])))
+
+
+def pair_cost(exp) -> float:
+    """What a pair of this point costs the machine, in calibration.py's unit (packets/s, hops counted)."""
+    return pair_pps(exp) + FLOW_PPS * exp.n_flows
+
+
+def slots(points, able: bool, capacity: float | None) -> int:
+    """How many pairs may run at once under --jobs auto: 1 where the testbed cannot run two side by side (a vm's
+    guest takes both cores; a remote testbed's hosts are shared by every pair; Mininet names devices in the root
+    namespace), else as many of the cheapest point's pairs as the capacity holds (at most MAX_JOBS: each pair
+    is a process and its programs; the costs decide which pairs go together)."""
+    if not able or capacity is None:
         return 1
-    cost = max(pair_pps(p.experiment) for p in points)
-    return max(1, min(MAX_JOBS, int(CAPACITY_PPS // cost)))
+    cheapest = min(pair_cost(p.experiment) for p in points)
+    return max(1, min(MAX_JOBS, int(capacity // cheapest)))
 
 
 def _child(unit: Unit, conn) -> None:
@@ -89,33 +108,65 @@ def _child(unit: Unit, conn) -> None:
         os._exit(0)
 
 
-def side_by_side(pairs: list[tuple], jobs: int, unit_of: Callable[[tuple, str], Unit], prefix: str, lent: Lent,
-                 finished: Callable[[tuple, dict | None, RunError | None], None]) -> None:
-    """Runs the pairs, at most `jobs` at once; finished(pair, record, None) or finished(pair, None, error) as
-    each ends. Raises signals.Interrupted once every child has torn down, after Ctrl-C or SIGTERM."""
+ALONE, AGAIN = "alone", "again"   # what finished() may answer: the pair once more, alone or as any other
+
+
+class _Queue:
+    """The pairs still to start, in order, each with whether it must run alone; and the ones running."""
+
+    def __init__(self, pairs, cost: Callable[[tuple], float], capacity: float):
+        self.waiting = [(p, False) for p in pairs]
+        self.cost, self.capacity = cost, capacity
+        self.running: dict = {}   # the pipe's end -> [pair, process, slot, cost, alone, beside]
+
+    def next_fits(self, free: list[int]) -> bool:
+        """Whether the first waiting pair may start now: a free slot, and alone (nothing running) when it or a
+        running pair must be, or its cost fits beside the running pairs'. Nothing running: it starts, whatever it
+        costs (a pair the machine cannot carry beside others runs alone)."""
+        if not self.waiting or not free:
+            return False
+        if not self.running:
+            return True
+        pair, alone = self.waiting[0]
+        load = sum(r[3] for r in self.running.values())
+        return not alone and not any(r[4] for r in self.running.values()) and \
+            load + self.cost(pair) <= self.capacity
+
+    def again(self, pair: tuple, how: str) -> None:
+        self.waiting.insert(0, (pair, how == ALONE))
+
+
+def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str], Unit], prefix: str, lent: Lent,
+                 finished: Callable[[tuple, dict | None, RunError | None, bool], str | None],
+                 cost: Callable[[tuple], float] = lambda pair: 0.0, capacity: float = math.inf) -> None:
+    """Runs the pairs, at most `slots` at once and within `capacity`; finished(pair, record, None, beside) or
+    finished(pair, None, error, beside) as each ends, which may answer ALONE or AGAIN to have it run once more.
+    Raises signals.Interrupted once every child has torn down, after Ctrl-C or SIGTERM."""
     ctx = multiprocessing.get_context("fork")
-    queue = list(pairs)
-    free = list(range(jobs))
-    running: dict = {}   # the pipe's end -> (pair, process, slot)
+    q = _Queue(pairs, cost, capacity)
+    free = list(range(slots))
+    running = q.running
     interrupted: str | None = None
 
     def remaining() -> str:
-        return ", ".join(f"point {p[0]} repetition {p[1]}" for p, _, _ in running.values())
+        return ", ".join(f"point {r[0][0]} repetition {r[0][1]}" for r in running.values())
     try:
-        while queue or running:
-            while queue and free:
-                pair, slot = queue.pop(0), free.pop(0)
+        while q.waiting or running:
+            while q.next_fits(free):
+                (pair, alone), slot = q.waiting.pop(0), free.pop(0)
                 unit = unit_of(pair, f"{prefix}-j{slot}")
                 ours, theirs = ctx.Pipe(duplex=False)
                 proc = ctx.Process(target=_child, args=(unit, theirs), name=f"ccrig-pair-{pair[0]}-{pair[1]}")
                 proc.start()
                 theirs.close()
-                running[ours] = (pair, proc, slot)
+                for r in running.values():
+                    r[5] = True   # one more beside each running pair
+                running[ours] = [pair, proc, slot, cost(pair), alone, bool(running)]
             for conn in wait(list(running)):
                 try:
                     msg = conn.recv()
                 except EOFError:
-                    pair, proc, _ = running[conn]
+                    proc = running[conn][1]
                     proc.join()
                     msg = ("failed", f"its process ended (exit status {proc.exitcode}) without a record")
                 if msg[0] == "samples":
@@ -123,24 +174,24 @@ def side_by_side(pairs: list[tuple], jobs: int, unit_of: Callable[[tuple, str], 
                 elif msg[0] == "tick":
                     lent.tick()
                 else:
-                    pair, proc, slot = running.pop(conn)
+                    pair, proc, slot, _, _, beside = running.pop(conn)
                     proc.join()
                     free.append(slot)
-                    if msg[0] == "done":
-                        finished(pair, msg[1], None)
-                    elif msg[0] == "failed":
-                        finished(pair, None, RunError(msg[1]))
-                    else:   # the child was interrupted: so is the run (the others are stopped below)
+                    if msg[0] == "interrupted":   # so is the run (the others are stopped below)
                         raise signals.Interrupted(msg[1])
+                    how = finished(pair, msg[1], None, beside) if msg[0] == "done" else \
+                        finished(pair, None, RunError(msg[1]), beside)
+                    if how:
+                        q.again(pair, how)
     except signals.Interrupted as e:
         interrupted = str(e)
     finally:
         if running:
             with signals.deferred(remaining):
-                for _, proc, _ in running.values():
-                    if proc.is_alive():
-                        os.kill(proc.pid, signal.SIGTERM)
-                for _, proc, _ in running.values():
-                    proc.join()
+                for r in running.values():
+                    if r[1].is_alive():
+                        os.kill(r[1].pid, signal.SIGTERM)
+                for r in running.values():
+                    r[1].join()
     if interrupted is not None:
         raise signals.Interrupted(interrupted)

@@ -7,6 +7,9 @@ class NoBar:
     def advance(self, n: int = 1) -> None:
         pass
 
+    def more(self, n: int) -> None:
+        """n more intervals to do (a repetition run again)."""
+
     def __enter__(self):
         return self
 
@@ -23,6 +26,9 @@ class Bar(NoBar):
 
     def advance(self, n: int = 1) -> None:
         self.p.advance(self.task, n)
+
+    def more(self, n: int) -> None:
+        self.p.update(self.task, total=self.p.tasks[0].total + n)
 
     def __enter__(self):
         self.p.start()

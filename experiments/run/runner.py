@@ -14,6 +14,7 @@ seeded order, resume), archive.py (the run's folder), summary.py (what summary.j
 """
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -29,11 +30,12 @@ from ccrig.samples import Sample
 from ccrig.tcp_modules.manager import CcSet
 from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
-from ccrig.experiments.run import engine, pause_run, repetition, schedule, signals, summary
+from ccrig.experiments.run import calibration, engine, pause_run, repetition, schedule, signals, summary
 from ccrig.experiments.run.archive import RunArchive, new_run_dir, open_to_resume
 from ccrig.experiments.run.preflight import needs
 from ccrig.experiments.run.progress import NoBar, progress
 from ccrig.experiments.run.repetition import BASELINE, Lent, Unit, make_testbed
+from ccrig.experiments.run.reruns import Reruns
 from ccrig.experiments.telemetry.backfill import LOG_NAME
 from ccrig.experiments.telemetry.sinks import Sinks, point_samples
 
@@ -52,6 +54,7 @@ class Options:
     resume: Path | None = None      # a run directory to continue (its pairs not yet complete)
     jobs: int | str = 1             # pairs side by side (engine.py); auto: as many as this machine carries
     repetitions: dict[int, int] | None = None   # point index -> its repetitions, over the spec's (a study's)
+    calibration_root: Path = calibration.ROOT   # where this machine's measured capacity is cached (auto)
 
 
 @dataclass
@@ -83,6 +86,9 @@ class Runner:
         self.cc: CcSet | None = None
         self.law_hosts = ExitStack()   # where the laws are loaded (law_systems), open for the whole run
         self.running: str | None = None   # the pair now running, for a second Ctrl-C's line
+        self.capacity: float | None = None   # --jobs auto: this machine's measured capacity (calibration.py)
+        self.reruns: Reruns | None = None
+        self.started: dict[tuple, float] = {}   # pair -> when its latest attempt started
 
     # --- the whole run ----------------------------------------------------------------------------------
     def preflight(self) -> None:
@@ -105,6 +111,7 @@ class Runner:
         self.archive.write_json("summary.json", self.summary)
         with signals.trapped(self._remaining):
             try:
+                self._calibrate()
                 self._load_ccs()
                 self._open_sinks()
                 self._run_pairs()
@@ -115,6 +122,8 @@ class Runner:
                 with signals.deferred(self._remaining):
                     if self.sinks is not None:
                         self.sinks.close()
+                        if self.reruns is not None:   # the log is closed: the excluded attempts' samples go
+                            self.reruns.drop_samples(self.archive.path / LOG_NAME)
                     self._release_ccs()
         return RunResult(self.archive.path, self.summary, self.sinks.url)
 
@@ -226,7 +235,9 @@ class Runner:
                    for pair in self.order if pair[0] == point["index"])
 
     def unit(self, pair: tuple, prefix: str | None = None) -> Unit:
-        """The pair as a unit of work: its point (the baseline's own for PAUSE), folder, names and laws."""
+        """The pair as a unit of work: its point (the baseline's own for PAUSE), folder, names and laws. Made as
+        the pair starts (the time is kept: a rerun's excluded attempt is told apart by it)."""
+        self.started[pair] = time.time()
         pi, rep, variant = (*pair, "")[:3]
         point = self.points[pi]
         if variant == BASELINE:
@@ -241,25 +252,56 @@ class Runner:
                     describe="topology" not in self.env)
 
     def jobs(self) -> int:
-        """How many pairs run side by side: --jobs, or under auto what this machine carries (engine.admit)."""
+        """How many pairs may run side by side: --jobs, or under auto as many slots as the capacity holds
+        (engine.slots; the pairs' costs then decide which run together)."""
         able = testbeds.get(self.exp.testbed).side_by_side
         if self.opt.jobs == "auto":
-            return engine.admit(self.points, able)
+            return engine.slots(self.points, able, self.capacity)
         return int(self.opt.jobs) if able else 1
+
+    def _calibrate(self) -> None:
+        """Under --jobs auto, with pairs to run side by side on a testbed that can: this machine's capacity,
+        measured once (before anything of the run is set up) and cached, recorded in env.json."""
+        if self.opt.jobs != "auto" or not testbeds.get(self.exp.testbed).side_by_side or len(self.todo) < 2:
+            return
+        try:
+            record = calibration.capacity(self.opt.calibration_root, f"{self.opt.prefix}-cal")
+        except OSError as e:   # no room or no right to cache it: no measured capacity, so one at a time
+            print(f"warning: --jobs auto: cannot keep the calibration in {self.opt.calibration_root} ({e.strerror});"
+                  f" pairs run one at a time")
+            return
+        self.capacity = record["capacity_pps"]
+        self.env["calibration"] = {k: record.get(k) for k in ("key", "kernel", "cpu_model", "cpus", "measured_at",
+                                                               "load_average", "capacity_pps", "passed", "seconds")}
+        self.env["calibration"]["cache"] = str(self.opt.calibration_root / f"{record['key']}.json")
+        self.archive.write_json("env.json", self.env)
+
+    def _cost(self, pair: tuple) -> float:
+        return engine.pair_cost(self.points[pair[0]].experiment)
 
     def _run_pairs(self) -> None:
         """Every pair not complete yet, in the seeded order, one at a time in this process or side by side in
-        processes of their own (--jobs); a point is summarised once its last pair is in. A pair that fails (a
-        program or sampler died) is recorded with its reason and the run goes on; the command line's exit code
-        says so at the end."""
+        processes of their own (--jobs; auto: admitted by cost against the calibrated capacity); a point is
+        summarised once its last pair is in. A spoiled repetition runs again (reruns.py: alone after running
+        beside others), up to a limit. A pair that fails (a program or sampler died) is recorded with its reason
+        and the run goes on; the command line's exit code says so at the end."""
         todo = [pair for pair in self.order if pair in self.todo]
         left = {p.index: sum(1 for pair in todo if pair[0] == p.index) for p in self.points}
         jobs = min(self.jobs(), max(1, len(todo)))
         self.summary["jobs"] = jobs
+        if self.capacity is not None:
+            self.summary["admission"] = {"capacity_pps": self.capacity, "pair_cost_pps": {
+                str(p.index): engine.pair_cost(p.experiment) for p in self.points}}
+        self.reruns = Reruns(self.archive, self.summary)
 
-        def finished(pair: tuple, entry: dict | None, error: RunError | None) -> None:
+        def finished(pair: tuple, entry: dict | None, error: RunError | None, beside: bool = False) -> str | None:
             if error is None:
                 self._record_setup(pair, entry.get("setup", {}))
+                again = self.reruns.judge(pair, entry, beside, self.started.get(pair))
+                if again:
+                    self.bar.more(self.exp.n_intervals)
+                    self.archive.write_json("summary.json", self.summary)
+                    return again
                 self.archive.write_repetition(*pair[:2], entry, *pair[2:])   # the pair is complete
                 self.done[pair] = entry
             else:
@@ -269,6 +311,8 @@ class Runner:
             left[pair[0]] -= 1
             if not left[pair[0]]:
                 self._finish_point(self.points[pair[0]])
+                self.reruns.mark_unmeasurable(pair[0])
+            return None
 
         for p in self.points:   # resumed: a point whose pairs are all in the archive
             if not left[p.index] and p.index not in self.finished:
@@ -276,9 +320,14 @@ class Runner:
         with progress(self.opt.progress, len(todo) * self.exp.n_intervals) as self.bar:
             lent = Lent(self.commands, self.sinks.publish, self.bar.advance)
             if jobs > 1:
-                engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lent, finished)
+                auto = self.capacity is not None
+                engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lent, finished,
+                                    self._cost if auto else (lambda pair: 0.0),
+                                    self.capacity if auto else math.inf)
                 return
-            for pair in todo:
+            queue = list(todo)
+            while queue:
+                pair = queue.pop(0)
                 self.running = f"point {pair[0]} repetition {pair[1]}"
                 try:
                     entry, error = repetition.run(self.unit(pair), lent), None
@@ -286,7 +335,8 @@ class Runner:
                     entry, error = None, e
                 finally:
                     self.running = None
-                finished(pair, entry, error)
+                if finished(pair, entry, error):
+                    queue.insert(0, pair)
 
     def _record_setup(self, pair: tuple, setup: dict) -> None:
         """What a repetition set up that the run records once per point (env.json) or once (summary.json)."""

@@ -1,19 +1,20 @@
-"""Pairs side by side (`ccrig run --jobs`, experiments/run/engine.py): the same spec's repetitions one at a time
-and side by side, at 10, 100 and 300 Mbit/s (two cubic and two reno flows through the default dumbbell).
+"""Study throughput (`ccrig run --jobs auto`, experiments/run/engine.py): the same spec's repetitions one at a time
+and as the engine runs them (auto: admitted by cost against this machine's calibrated capacity, spoiled ones rerun
+alone), at 10 and 100 Mbit/s (the default dumbbell: reno, cubic, bbr, cubic).
 
 Per rate and mode: the wall time, the study throughput (experiment-seconds measured per wall second: repetitions
-x duration / wall), each repetition's fidelity verdict, and the system goodput with its interval over the
-repetitions. `agree` says whether the side-by-side run's goodput interval overlaps the one-at-a-time run's
-(interference that changes the answer shows here, and in the side-by-side repetitions' fidelity verdicts).
-Goals: throughput >= 3 at 10 Mbit/s on these 2 cores with results equal to one at a time; a side-by-side run
-whose machine could not carry it says so in its verdicts (never a silent 0.9 of T_max).
+x duration / wall), how many pairs ran at once, reruns, each repetition's fidelity verdict, and the system goodput
+with its interval over the repetitions. `agree` says whether the engine's goodput interval overlaps the
+one-at-a-time run's. Goal: throughput >= 3 at 10 Mbit/s on these 2 cores with results equal to one at a time.
+The calibration is measured before the first cell if it is not cached (not counted in any cell's wall time).
 
-Run as root: `make bench BENCH=study` -> results/bench/study.json (about 6 minutes).
+Run as root: `make bench BENCH=study` -> results/bench/study.json (about 5 minutes).
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
 REPETITIONS, DURATION_S = 4, 15
-RATES_MBIT = [10, 100, 300]
-MODES = {"alone": "1", "side by side": "4"}
+RATES_MBIT = [10, 100]
+MODES = {"alone": "1", "side by side": "auto"}
 
 
 def _cell(rate: int, jobs: str, out: Path) -> dict:
@@ -40,7 +41,7 @@ def _cell(rate: int, jobs: str, out: Path) -> dict:
     point = summary["points"][0]
     g = point["system"]["goodput_bps"]
     reps = point["repetitions"]
-    return {"jobs": summary.get("jobs"), "wall_s": round(wall, 1),
+    return {"jobs": summary.get("jobs"), "wall_s": round(wall, 1), "reruns": len(summary.get("reruns", [])),
             "experiment_s_per_wall_s": round(REPETITIONS * DURATION_S / wall, 2),
             "goodput_bps": g["mean"], "ci95": g.get("ci95"), "ci_method": g["ci"]["method"],
             "goodput_of_t_max": [r["fidelity"].get("goodput_of_t_max") for r in reps],
@@ -56,17 +57,25 @@ def _overlap(a: dict, b: dict) -> bool | None:
 
 def run() -> dict:
     out = Path(tempfile.mkdtemp(prefix=f"ccrig-bench-study-{os.getpid()}-"))
+    from ccrig.experiments.run import calibration
+    cal = calibration.cached(ROOT / calibration.ROOT)
+    if cal is None:   # measured now, outside every cell's wall time (the cache is the runs' own: cwd ROOT)
+        cal = calibration.capacity(ROOT / calibration.ROOT, f"ccrig-{os.getpid()}-cal")
     cells = []
-    for rate in RATES_MBIT:
-        by_mode = {mode: _cell(rate, jobs, out) for mode, jobs in MODES.items()}
-        alone, side = by_mode["alone"], by_mode["side by side"]
-        speedup = alone["wall_s"] / side["wall_s"] if "error" not in alone and "error" not in side else None
-        cells.append({"rate_mbit": rate, **by_mode,
-                      "wall_ratio": None if speedup is None else round(1 / speedup, 3),
-                      "agree": _overlap(alone, side)})
-        print(json.dumps(cells[-1]), flush=True)
+    try:
+        for rate in RATES_MBIT:
+            by_mode = {mode: _cell(rate, jobs, out) for mode, jobs in MODES.items()}
+            alone, side = by_mode["alone"], by_mode["side by side"]
+            speedup = alone["wall_s"] / side["wall_s"] if "error" not in alone and "error" not in side else None
+            cells.append({"rate_mbit": rate, "load_average_before": round(os.getloadavg()[0], 2), **by_mode,
+                          "wall_ratio": None if speedup is None else round(1 / speedup, 3),
+                          "agree": _overlap(alone, side)})
+            print(json.dumps(cells[-1]), flush=True)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     ten = cells[0]["side by side"]
     return {"repetitions": REPETITIONS, "duration_s": DURATION_S, "cells": cells,
+            "calibration": {k: cal.get(k) for k in ("key", "capacity_pps", "measured_at", "load_average")},
             "goal_throughput_at_10mbit": 3.0,
             "throughput_at_10mbit": ten.get("experiment_s_per_wall_s"),
             "met": (ten.get("experiment_s_per_wall_s") or 0) >= 3.0 and bool(cells[0]["agree"])}

@@ -41,6 +41,14 @@ def need_root():
         pytest.fail("the host tier needs root (network namespaces, tc)")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def calibrated(need_root):
+    """This machine's capacity for `--jobs auto` (the default), measured before any test if it is not cached yet
+    (one worker measures, the others wait on its lock): no test's run pays for it or meets its traffic."""
+    from ccrig.experiments.run import calibration
+    calibration.capacity(ROOT / calibration.ROOT, f"ccrig-{os.getpid()}-cal")
+
+
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory):
     """A Prometheus server of this test session's own, stopped at the end."""

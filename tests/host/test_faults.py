@@ -78,8 +78,9 @@ def _start(ccrig, path, *extra):
 
 @pytest.mark.parametrize("victim", ["iperf3 --server", "/sampler"])
 def test_a_killed_program_fails_its_repetition_and_the_run_goes_on(ccrig, victim):
-    # the point measured first has its program killed after two intervals
-    p = _start(ccrig, _sweep(ccrig))
+    # the point measured first has its program killed after two intervals (one pair at a time: side by side, the
+    # other point's programs of the same name would be killed too)
+    p = _start(ccrig, _sweep(ccrig), "--jobs", "1")
     assert _wait(lambda: _intervals(ccrig) >= 2, 60), "the first point never measured"
     pids = [q for q in _ns_pids(p.pid) + _descendants(p.pid) if victim in _cmdline(q)]
     assert pids, f"no {victim} of run {p.pid}"

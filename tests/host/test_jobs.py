@@ -1,14 +1,18 @@
 """Pairs side by side (`ccrig run --jobs N`, experiments/run/engine.py): every pair of a run measured in a process
 of its own under names of its own, the same answers as one at a time, the run's records as before; Ctrl-C and
-SIGTERM stop every pair and leave nothing behind."""
+SIGTERM stop every pair and leave nothing behind. Under --jobs auto (the default) pairs are admitted by their cost
+against this machine's calibrated capacity, and a repetition spoiled beside others is rerun alone."""
 import json
 import os
+import platform
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 from conftest import ROOT, dumbbell, leftovers
+
+from ccrig.experiments.run import calibration
 
 
 def _reps(run: Path) -> list[dict]:
@@ -58,3 +62,111 @@ def test_sigterm_stops_every_pair_and_leaves_nothing(ccrig):
     assert "Traceback" not in err
     assert leftovers(p.pid) == []
     assert not [n for n in os.listdir("/run/netns") if n.startswith(f"ccrig-{p.pid}-")]
+
+
+# --- admission by measured capacity, reruns, the calibration (--jobs auto) --------------------------------------
+
+CBR = [{"workload": {"kind": "cbr", "rate": "2mbit"}}] * 2   # cheap traffic whatever the link's rate: never greedy
+
+
+def test_admission_keeps_a_heavy_pair_alone(ccrig):
+    # point 0 at 10 Mbit/s costs a few thousand packets/s; point 1's 10 Gbit/s link more than any calibration of a
+    # machine like this (its traffic is 4 Mbit/s all the same: the cost is what the link lets the flows send).
+    # Seed 5 orders the pairs (0,0) (0,1) (1,1) (1,0): the two cheap ones start together, each heavy one alone
+    spec = dumbbell(CBR, duration="3s", repetitions=2, seed=5,
+                    sweep={"topology.bottleneck.rate": ["10mbit", "10gbit"]})
+    done = ccrig.run(spec)   # --jobs auto is the default
+    assert done.returncode == 0, done.stderr
+    run = ccrig.run_dirs()[-1]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["jobs"] >= 2 and "reruns" not in summary, summary.get("reruns")
+    cost = summary["admission"]["pair_cost_pps"]
+    assert cost["1"] > summary["admission"]["capacity_pps"] > 2 * cost["0"]
+    beside = {(p["index"], r["rep"]): r["ran_beside_others"] for p in summary["points"] for r in p["repetitions"]}
+    assert beside == {(0, 0): True, (0, 1): True, (1, 0): False, (1, 1): False}, beside
+    env = json.loads((run / "env.json").read_text())
+    assert env["calibration"]["key"] == calibration.key() and env["calibration"]["capacity_pps"] > 0
+    assert leftovers(done.pid) == []
+
+
+def _forced(ccrig, spec: dict):
+    env = {**os.environ, "CCRIG_FORCE_INTERFERENCE": "1"}
+    return subprocess.Popen(ccrig.argv(ccrig.write(spec), "--jobs", "2"), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def test_a_testbed_limited_repetition_beside_others_is_rerun_alone_and_recorded(ccrig):
+    p = _forced(ccrig, dumbbell([{"cc": "reno"}, {"cc": "cubic"}], duration="3s", repetitions=2))
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == 0, err
+    run = ccrig.run_dirs()[-1]
+    summary = json.loads((run / "summary.json").read_text())
+    # both first attempts ran side by side, were judged testbed-limited, moved aside and run again alone
+    reruns = sorted(summary["reruns"], key=lambda r: r["rep"])
+    assert [(r["rep"], r["attempt"], r["beside_others"], r["rerun"]) for r in reruns] == \
+        [(0, 1, True, "alone"), (1, 1, True, "alone")], reruns
+    assert all("testbed-limited" in r["spoiled"] for r in reruns)
+    for r in reruns:
+        kept = json.loads((run / r["excluded"] / "repetition.json").read_text())
+        assert kept["excluded"] == r["spoiled"] and (run / r["excluded"] / "intervals.csv").is_file()
+    # what stands is each pair's second attempt, alone, its own verdict ok, and the point measured
+    point = summary["points"][0]
+    assert [(r["rep"], r["attempt"], r["ran_beside_others"], r["fidelity"]["verdict"])
+            for r in point["repetitions"]] == [(0, 2, False, "ok"), (1, 2, False, "ok")]
+    assert "unmeasurable" not in point and point["fidelity"]["verdict"] == "ok"
+    assert sorted(p.parent.name for p in run.glob("points/*/rep*/repetition.json")) == ["rep0", "rep1"]
+    assert "running it again alone" in out
+    # the sample log holds each repetition once: the excluded attempts' samples left it
+    series: dict = {}
+    for line in (run / "samples.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        if s["name"] == "flow_goodput_bytes_per_second":
+            key = (s["labels"]["rep"], s["labels"]["flow"])
+            series[key] = series.get(key, 0) + 1
+    assert series == {(r, f): 3 for r in "01" for f in "01"} and summary["excluded_samples_dropped"] > 0, series
+    assert leftovers(p.pid) == []
+
+
+def test_sigterm_during_a_rerun_leaves_nothing(ccrig):
+    p = _forced(ccrig, dumbbell([{"cc": "reno"}] * 2, duration="20s", repetitions=2))
+    # a rerun measuring: an attempt moved aside, and a pair's folder filling again
+    deadline = time.monotonic() + 150
+    runs = ccrig.tmp / "runs"
+    while time.monotonic() < deadline and not (
+            list(runs.glob("*/points/000/excluded/*/repetition.json")) and
+            [f for f in runs.glob("*/points/000/rep*/intervals.csv") if len(f.read_text().splitlines()) > 2]):
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert "Traceback" not in err
+    assert leftovers(p.pid) == []
+
+
+def test_the_calibration_is_cached_per_kernel_and_cpu_and_reused(tmp_path):
+    said: list[str] = []
+    prefix = f"ccrig-{os.getpid()}-cal"
+    first = calibration.capacity(tmp_path, prefix, said.append)
+    assert len(said) == 2 and "calibrating" in said[0] and "calibrated" in said[1], said
+    assert (tmp_path / f"{calibration.key()}.json").is_file()
+    assert calibration.key().startswith(platform.release() + "-")
+    assert first["kernel"] == platform.release() and first["cpus"] == os.cpu_count()
+    assert first["cpu_model"] == calibration.cpu_model()
+    # the capacity is the highest round that passed (its pairs at 0.98 of T_max or better), or without one the last
+    rounds = first["rounds"]
+    assert rounds and first["pairs"] == calibration.PAIRS and all(r["pairs"] == calibration.PAIRS for r in rounds)
+    passed = [r for r in rounds if r["passed"]]
+    assert all(r["goodput_of_t_max"] >= calibration.FULL for r in passed)
+    assert first["capacity_pps"] == (max(r["offered_pps"] for r in passed) if passed else rounds[-1]["offered_pps"])
+    assert first["passed"] == bool(passed)
+    # reused: nothing measured, nothing said
+    stamp = (tmp_path / f"{calibration.key()}.json").stat().st_mtime_ns
+    assert calibration.capacity(tmp_path, prefix, said.append) == first and len(said) == 2
+    assert (tmp_path / f"{calibration.key()}.json").stat().st_mtime_ns == stamp
+    # another kernel's or CPU's file is not this machine's
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "5.10.0-other-0123456789ab.json").write_text(json.dumps(first))
+    assert calibration.cached(other) is None
+    assert leftovers(os.getpid()) == []

@@ -93,8 +93,9 @@ def test_a_sweep_killed_after_its_second_point_resumes(ccrig_prom, prometheus):
     spec = dumbbell([{"cc": "cubic"}, {"cc": "reno"}], duration="4s", seed=3,
                     sweep={"topology.bottleneck.buffer": ["20pkt", "50pkt", "100pkt", "150pkt"]})
     path = ccrig_prom.write(spec)
-    proc = subprocess.Popen(ccrig_prom.argv(path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    # one pair at a time, so the kill falls between points (side by side, the four finish together)
+    proc = subprocess.Popen(ccrig_prom.argv(path, "--jobs", "1"), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline:

@@ -107,6 +107,10 @@ def run_ccrig(args: list[str], out_root: Path, options: VmOptions | None = None,
     out_root = Path(out_root).resolve()
     out_root.mkdir(parents=True, exist_ok=True)
     prebuild.for_guest(kernel, commands)   # the checkout is read-only in the guest
+    # the guest is one pair's machine: its pairs run one at a time (its vCPUs are this machine's cores, and a
+    # calibration for --jobs auto, the default, would measure the emulator and find its cache read-only)
+    if args[:1] == ["run"] or args[:2] == ["study", "run"]:
+        args = [*args, "--jobs", "1"]
     status = run_in_guest([_ccrig(), *args], kernel=kernel, accel=mode, timeout=timeout, rwdirs=(out_root,),
                           output=output, commands=commands, memory=options.memory, cpus=options.cpus, name=name)
     return status, kernel, mode

@@ -1,0 +1,105 @@
+"""Interference (experiments/run/fidelity.py, reruns.py): the same repetitions alone and four side by side, at
+10, 100 and 300 Mbit/s (the default spec: reno, cubic, bbr and cubic through a 100-packet pfifo).
+
+Side by side is forced (`--jobs 4`, not auto's admission) so the machine meets what admission would keep it from.
+Per rate: each mode's wall time, system goodput and its interval over the repetitions, and per first attempt
+side by side: its goodput/T_max, its fidelity verdict and whether it differs from the alone repetitions (below
+the lowest of those whose verdict was ok by more than DIFFERS of T_max). Reported:
+- `flagged_what_differs`: every first attempt that differs was judged testbed-limited (the goal),
+- `flagged_alike`: attempts judged testbed-limited that did not differ (the cost: reruns not needed),
+- `agree`: the side-by-side run's goodput interval, after its spoiled attempts were rerun alone, overlaps the alone
+  run's (the goal: side by side gives the same answers as alone).
+The machine's load average before each cell is recorded: others' work on it moves both modes.
+
+Run as root: `make bench BENCH=interference` -> results/bench/interference.json (about 6 minutes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
+REPETITIONS, DURATION_S = 4, 8
+RATES_MBIT = [10, 100, 300]
+DIFFERS = 0.02   # of T_max below the lowest alone repetition: alone, the 4 repetitions span 0.002 at 300 Mbit/s
+
+
+def _run(rate: int, jobs: str, out: Path) -> tuple[dict | None, float, str]:
+    argv = [*CCRIG, "run", str(ROOT / "experiments/specs/default.yaml"), "--set", f"repetitions={REPETITIONS}",
+            "--set", f"duration={DURATION_S}s", "--set", f"topology.bottleneck.rate={rate}mbit", "--jobs", jobs,
+            "--prometheus", "off", "--no-progress", "--json", "--out", str(out)]
+    t = time.monotonic()
+    p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    wall = time.monotonic() - t
+    if p.returncode != 0:
+        return None, wall, (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+    return json.loads(p.stdout), wall, ""
+
+
+def _first_attempts(summary: dict, run_dir: Path) -> list[dict]:
+    """Each pair's first attempt: an excluded one (its record moved aside) or the one that stood."""
+    firsts = []
+    for r in summary.get("reruns", []):
+        if r.get("attempt") == 1 and "excluded" in r:
+            firsts.append({"rep": r["rep"], **json.loads((run_dir / r["excluded"] / "repetition.json").read_text())})
+    rerun = {r["rep"] for r in summary.get("reruns", []) if r.get("attempt") == 1}
+    firsts += [r for r in summary["points"][0]["repetitions"] if r["rep"] not in rerun]
+    return firsts
+
+
+def _mode(summary: dict | None, wall: float, error: str) -> dict:
+    if summary is None:
+        return {"error": error, "wall_s": round(wall, 1)}
+    g = summary["points"][0]["system"]["goodput_bps"]
+    return {"jobs": summary.get("jobs"), "wall_s": round(wall, 1), "goodput_bps": g["mean"], "ci95": g.get("ci95"),
+            "reruns": len(summary.get("reruns", [])),
+            "unmeasurable": summary["points"][0].get("unmeasurable", []),
+            "goodput_of_t_max": [round(r["fidelity"]["goodput_of_t_max"], 4)
+                                 for r in summary["points"][0]["repetitions"]]}
+
+
+def _cell(rate: int, out: Path) -> dict:
+    load = os.getloadavg()[0]
+    alone_s, alone_wall, alone_err = _run(rate, "1", out / f"alone-{rate}")
+    side_s, side_wall, side_err = _run(rate, "4", out / f"side-{rate}")
+    cell = {"rate_mbit": rate, "load_average_before": round(load, 2), "alone": _mode(alone_s, alone_wall, alone_err),
+            "side_by_side": _mode(side_s, side_wall, side_err)}
+    if alone_s is None or side_s is None:
+        return cell
+    # the alone repetitions that stood (a busy machine spoils some of those too: they are no yardstick)
+    standing = [r for r in alone_s["points"][0]["repetitions"] if r["fidelity"]["verdict"] == "ok"] or \
+        alone_s["points"][0]["repetitions"]
+    lowest = min(r["fidelity"]["goodput_of_t_max"] for r in standing)
+    run_dir = next((out / f"side-{rate}").iterdir())
+    firsts = []
+    for r in _first_attempts(side_s, run_dir):
+        share = r["fidelity"]["goodput_of_t_max"]
+        firsts.append({"rep": r["rep"], "goodput_of_t_max": round(share, 4), "verdict": r["fidelity"]["verdict"],
+                       "differs": share < lowest - DIFFERS, "reasons": r["fidelity"]["reasons"],
+                       **({"spoiled": r["excluded"]} if "excluded" in r else {})})
+    a, b = cell["alone"]["ci95"], cell["side_by_side"]["ci95"]
+    cell.update(first_attempts_side_by_side=firsts,
+                flagged_what_differs=all(f["verdict"] != "ok" for f in firsts if f["differs"]),
+                flagged_alike=sum(1 for f in firsts if f["verdict"] != "ok" and not f["differs"]),
+                agree=None if not a or not b else a[0] <= b[1] and b[0] <= a[1])
+    return cell
+
+
+def run() -> dict:
+    out = Path(tempfile.mkdtemp(prefix=f"ccrig-bench-interference-{os.getpid()}-"))
+    cells = []
+    try:
+        for rate in RATES_MBIT:
+            cells.append(_cell(rate, out))
+            print(json.dumps(cells[-1]), flush=True)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return {"repetitions": REPETITIONS, "duration_s": DURATION_S, "differs_below_alone": DIFFERS, "cells": cells,
+            "met": all(c.get("flagged_what_differs") and c.get("agree") for c in cells)}

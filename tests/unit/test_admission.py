@@ -1,0 +1,150 @@
+"""experiments/run/engine.py's admission: pairs start in their order while their costs fit the measured capacity;
+a pair costlier than the capacity, or one to run again alone, starts only when nothing runs, and nothing starts
+beside it; how many slots `auto` opens; what a pair costs. reruns.py: a spoiled attempt moved aside and its pair
+run again (alone after running beside others), then given up on."""
+import json
+import math
+
+from ccrig.experiments.run import engine, fidelity
+from ccrig.experiments.run import reruns as reruns_mod
+from ccrig.experiments.run.archive import RunArchive
+from ccrig.experiments.run.reruns import Reruns
+from ccrig.experiments.spec import points, validate
+
+
+def queue(costs: dict, capacity: float, order=None) -> engine._Queue:
+    return engine._Queue(order or list(costs), lambda pair: costs[pair], capacity)
+
+
+def start(q: engine._Queue, free: list[int]) -> list:
+    """What the engine starts now: the waiting pairs, in order, as long as the first one fits."""
+    started = []
+    while q.next_fits(free):
+        (pair, alone), slot = q.waiting.pop(0), free.pop(0)
+        q.running[pair] = [pair, None, slot, q.cost(pair), alone, bool(q.running)]
+        started.append(pair)
+    return started
+
+
+def test_pairs_start_while_their_costs_fit_and_in_order():
+    q = queue({(0, 0): 10, (0, 1): 10, (1, 0): 25, (0, 2): 10}, capacity=40)
+    # the 25 does not fit beside two 10s (45 > 40): it waits, and the 10 behind it waits too (order kept)
+    assert start(q, [0, 1, 2, 3]) == [(0, 0), (0, 1)]
+    q.running.pop((0, 0))
+    assert start(q, [2, 3]) == [(1, 0)]   # 10 + 25 fits
+    assert start(q, [3]) == []            # 45 would not
+
+
+def test_a_pair_costlier_than_the_capacity_runs_alone():
+    q = queue({(0, 0): 5, (1, 0): 100, (0, 1): 5}, capacity=40)
+    assert start(q, [0, 1, 2]) == [(0, 0)]
+    q.running.clear()
+    assert start(q, [0, 1, 2]) == [(1, 0)]    # nothing running: it starts whatever it costs
+    assert start(q, [1, 2]) == []             # and nothing starts beside it
+    q.running.clear()
+    assert start(q, [0, 1, 2]) == [(0, 1)]
+
+
+def test_a_pair_run_again_alone_waits_for_the_others_and_keeps_them_out():
+    q = queue({(0, 0): 1, (0, 1): 1, (0, 2): 1}, capacity=math.inf)
+    assert start(q, [0, 1]) == [(0, 0), (0, 1)]
+    q.running.pop((0, 0))
+    q.again((0, 0), engine.ALONE)
+    assert start(q, [0]) == []                # (0, 1) still runs
+    q.running.clear()
+    assert start(q, [0, 1]) == [(0, 0)]
+    assert q.running[(0, 0)][4] is True
+    assert start(q, [1]) == []                # (0, 2) waits until the lone pair is done
+    q.running.clear()
+    q.again((0, 1), engine.AGAIN)             # run again as any pair: first in line, beside others
+    assert start(q, [0, 1]) == [(0, 1), (0, 2)]
+
+
+def _points(rates: list[str]):
+    raw = {"name": "a", "topology": {"name": "dumbbell", "bottleneck": {"rate": "10mbit", "buffer": "50pkt"}},
+           "flows": [{"cc": "cubic", "count": 2}], "duration": "5s",
+           "sweep": {"topology.bottleneck.rate": rates}}
+    return points(raw, validate(raw, "a.yaml"), "a.yaml")
+
+
+def test_cost_follows_the_packet_rate_and_the_flows():
+    ten, hundred = (p.experiment for p in _points(["10mbit", "100mbit"]))
+    assert 8 < engine.pair_cost(hundred) / engine.pair_cost(ten) < 10   # the flows' own cost does not scale
+    # 10 Mbit/s of 1514-byte frames over the dumbbell's three hops, and two flows
+    assert engine.pair_cost(ten) == 10e6 / (8 * 1514) * 3 + 2 * engine.FLOW_PPS
+
+
+def test_auto_slots_from_the_capacity_and_the_cheapest_point():
+    pts = _points(["10mbit", "300mbit"])
+    cost = engine.pair_cost(pts[0].experiment)
+    assert engine.slots(pts, True, 3.5 * cost) == 3
+    assert engine.slots(pts, True, 1e9) == engine.MAX_JOBS
+    assert engine.slots(pts, True, 0.5 * cost) == 1
+    assert engine.slots(pts, False, 1e9) == 1            # a testbed that cannot run two side by side
+    assert engine.slots(pts, True, None) == 1            # no calibration: one at a time
+
+
+def test_softirq_share_between_two_readings():
+    a = {"cpu": (100, 1000, 10), "cpu0": (50, 500, 5)}
+    b = {"cpu": (300, 1200, 60), "cpu0": (250, 700, 55)}
+    assert fidelity.busy_between(a, b) == {"cpu": 1.0, "cpu0": 1.0}
+    assert fidelity.busy_between(a, b, 2) == {"cpu": 0.25, "cpu0": 0.25}
+    now = fidelity.cpu_times()
+    assert all(len(v) == 3 and v[2] <= v[0] <= v[1] for v in now.values())
+
+
+# --- reruns (experiments/run/reruns.py) ---------------------------------------------------------------------
+
+LIMITED = {"fidelity": {"verdict": "testbed-limited", "reasons": ["the machine was busy"]}}
+OK = {"fidelity": {"verdict": "ok", "reasons": []}}
+
+
+def _attempt(archive, pair, record) -> dict:
+    """What a repetition leaves in its folder before the run judges it."""
+    (archive.rep_dir(*pair) / "intervals.csv").write_text("t\n")
+    return json.loads(json.dumps(record))
+
+
+def test_a_spoiled_attempt_is_moved_aside_and_rerun_alone_then_given_up(tmp_path):
+    (tmp_path / "run").mkdir()
+    archive, summary, said = RunArchive(tmp_path / "run"), {}, []
+    reruns = Reruns(archive, summary, said.append)
+    # beside others and limited: alone; a kernel fault alone: as any other pair
+    assert reruns.judge((0, 0), _attempt(archive, (0, 0), LIMITED), beside=True) == engine.ALONE
+    fault = {**OK, "kernel_fault": [{"flow": 1}]}
+    assert reruns.judge((0, 1), _attempt(archive, (0, 1), fault), beside=False) == engine.AGAIN
+    moved = archive.path / "points/000/excluded/attempt1-rep0"
+    assert (moved / "intervals.csv").is_file() and not (archive.path / "points/000/rep0").exists()
+    kept = json.loads((moved / "repetition.json").read_text())
+    assert kept["rep"] == 0 and kept["excluded"].startswith("fidelity testbed-limited") and kept["ran_beside_others"]
+    assert [(r["rep"], r["attempt"], r["rerun"]) for r in summary["reruns"]] == [(0, 1, "alone"), (1, 1, "as any pair")]
+    # the second attempt is good: it stands, saying it was the second
+    good = _attempt(archive, (0, 0), OK)
+    assert reruns.judge((0, 0), good, beside=False) is None and good["attempt"] == 2
+    # spoiled every time: after RERUNS reruns the last attempt stays and the point is unmeasurable
+    for n in range(reruns_mod.RERUNS - 1):   # its first attempt was spoiled above
+        assert reruns.judge((0, 1), _attempt(archive, (0, 1), fault), beside=False) == engine.AGAIN
+    assert reruns.judge((0, 1), _attempt(archive, (0, 1), fault), beside=False) is None
+    assert (archive.path / "points/000/rep1/intervals.csv").is_file()
+    assert len(list((archive.path / "points/000/excluded").iterdir())) == 1 + reruns_mod.RERUNS
+    assert reruns.unmeasurable(0) == [f"repetition 1 was spoiled in {reruns_mod.RERUNS + 1} attempts, the last: "
+                                      f"kernel_fault: the BPF struct_ops fault hit flow(s) 1"]
+    assert summary["reruns"][-1]["kept"].startswith("as the pair's record") and reruns.unmeasurable(1) == []
+
+
+def test_an_excluded_attempts_samples_leave_the_closed_log(tmp_path):
+    (tmp_path / "run").mkdir()
+    archive, summary = RunArchive(tmp_path / "run"), {"points": []}
+    reruns = Reruns(archive, summary, lambda line: None)
+    assert reruns.judge((1, 0), _attempt(archive, (1, 0), LIMITED), beside=True, started=100.0) == engine.ALONE
+    end = summary["reruns"][0]["excluded_at"]
+    line = lambda point, rep, ts: json.dumps({"name": "g", "labels": {"point": point, "rep": rep}, "value": 1,
+                                              "ts": ts})
+    log = archive.path / "samples.jsonl"
+    # the attempt's own (point 1, rep 0, while it ran); another pair's at the same time; the rerun's, after
+    log.write_text("\n".join([line("1", "0", 101.0), line("1", "0", 102.0), line("0", "0", 101.0),
+                              line("1", "1", 101.0), line("1", "0", end + 5)]) + "\n")
+    assert reruns.drop_samples(log) == 2
+    assert [json.loads(x)["ts"] for x in log.read_text().splitlines()] == [101.0, 101.0, end + 5]
+    assert summary["excluded_samples_dropped"] == 2
+    assert json.loads((archive.path / "summary.json").read_text())["excluded_samples_dropped"] == 2
