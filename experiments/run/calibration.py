@@ -99,6 +99,18 @@ def capacity(root: Path, prefix: str, say: Callable[[str], None] = print) -> dic
         return record
 
 
+def for_run(root: Path, prefix: str) -> dict | None:
+    """What a run's env.json keeps of the calibration (measured now if not cached), or None when it cannot be
+    cached here (no room or no right): with no measured capacity, pairs run one at a time."""
+    try:
+        record = capacity(root, prefix)
+    except OSError as e:
+        print(f"warning: --jobs auto: cannot keep the calibration in {root} ({e.strerror}); pairs run one at a time")
+        return None
+    kept = ("key", "kernel", "cpu_model", "cpus", "measured_at", "load_average", "capacity_pps", "passed", "seconds")
+    return {**{k: record.get(k) for k in kept}, "cache": str(root / f"{record['key']}.json")}
+
+
 def measure(folder: Path, prefix: str) -> dict:
     """Rounds from START up (doubling while they pass) or down (halving while they fail): the highest that passed."""
     if folder.exists():

@@ -264,20 +264,10 @@ class Runner:
         measured once (before anything of the run is set up) and cached, recorded in env.json."""
         if self.opt.jobs != "auto" or not testbeds.get(self.exp.testbed).side_by_side or len(self.todo) < 2:
             return
-        try:
-            record = calibration.capacity(self.opt.calibration_root, f"{self.opt.prefix}-cal")
-        except OSError as e:   # no room or no right to cache it: no measured capacity, so one at a time
-            print(f"warning: --jobs auto: cannot keep the calibration in {self.opt.calibration_root} ({e.strerror});"
-                  f" pairs run one at a time")
-            return
-        self.capacity = record["capacity_pps"]
-        self.env["calibration"] = {k: record.get(k) for k in ("key", "kernel", "cpu_model", "cpus", "measured_at",
-                                                               "load_average", "capacity_pps", "passed", "seconds")}
-        self.env["calibration"]["cache"] = str(self.opt.calibration_root / f"{record['key']}.json")
-        self.archive.write_json("env.json", self.env)
-
-    def _cost(self, pair: tuple) -> float:
-        return engine.pair_cost(self.points[pair[0]].experiment)
+        record = calibration.for_run(self.opt.calibration_root, f"{self.opt.prefix}-cal")
+        if record is not None:
+            self.capacity, self.env["calibration"] = record["capacity_pps"], record
+            self.archive.write_json("env.json", self.env)
 
     def _run_pairs(self) -> None:
         """Every pair not complete yet, in the seeded order, one at a time in this process or side by side in
@@ -322,7 +312,8 @@ class Runner:
             if jobs > 1:
                 auto = self.capacity is not None
                 engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lent, finished,
-                                    self._cost if auto else (lambda pair: 0.0),
+                                    (lambda pair: engine.pair_cost(self.points[pair[0]].experiment)) if auto
+                                    else (lambda pair: 0.0),
                                     self.capacity if auto else math.inf)
                 return
             queue = list(todo)
@@ -392,8 +383,7 @@ MIN_FREE = 16 * 2**20   # bytes: a short run's archive is well under it; less me
 
 
 def archive_room(out_root: Path) -> None:
-    """Raises InputError unless a run directory can be made under out_root and there is room to write it (issue
-    16). Makes nothing: the nearest folder that exists is tried with a file made and removed at once."""
+    """Raises InputError unless a run directory can be made under out_root and there is room to write it. Makes nothing: the nearest folder that exists is tried with a file made and removed at once."""
     where = out_root
     while not where.exists() and where != where.parent:
         where = where.parent

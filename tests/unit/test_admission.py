@@ -5,6 +5,7 @@ run again (alone after running beside others), then given up on."""
 import json
 import math
 
+from ccrig.analysis.samples import spoiled
 from ccrig.experiments.run import engine, fidelity
 from ccrig.experiments.run import reruns as reruns_mod
 from ccrig.experiments.run.archive import RunArchive
@@ -128,7 +129,8 @@ def test_a_spoiled_attempt_is_moved_aside_and_rerun_alone_then_given_up(tmp_path
     assert (archive.path / "points/000/rep1/intervals.csv").is_file()
     assert len(list((archive.path / "points/000/excluded").iterdir())) == 1 + reruns_mod.RERUNS
     assert reruns.unmeasurable(0) == [f"repetition 1 was spoiled in {reruns_mod.RERUNS + 1} attempts, the last: "
-                                      f"kernel_fault: the BPF struct_ops fault hit flow(s) 1"]
+                                      f"{spoiled(fault)}"]
+    assert spoiled(fault).startswith("kernel_fault: the BPF struct_ops fault hit flow(s) 1")
     assert summary["reruns"][-1]["kept"].startswith("as the pair's record") and reruns.unmeasurable(1) == []
 
 
