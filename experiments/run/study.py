@@ -31,8 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ccrig.analysis.claims import Claim, quantities
 from ccrig.analysis.sequential import Design
 from ccrig.analysis.verdicts import Archive, evaluate
-from ccrig.experiments.report import models
-from ccrig.experiments.report import study as study_report
 from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
@@ -352,6 +350,7 @@ def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
             points[spec] = None
 
     def pause_model(spec: str, point: dict) -> float | None:
+        from ccrig.experiments.report import models   # scipy and matplotlib: judged on the host, never in a guest
         return models.pause_model_gain(run_dirs[spec], point)
 
     archive = Archive(points, pause_model)
@@ -360,6 +359,8 @@ def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
 
 def report(study_dir: Path, runs: bool = True) -> Path:
     """claims.md, claims.json and the figures (each run's own report, and a utility diagram per spec)."""
+    # imported here: matplotlib costs a guest (which runs the specs, not the report) ~20 s under TCG
+    from ccrig.experiments.report import study as study_report
     study, state, results = verdicts(study_dir)
     return study_report.write(study_dir, study.model_dump(), state, [r.to_dict() for r in results], runs,
                               DESIGN.describe())

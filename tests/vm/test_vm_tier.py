@@ -49,7 +49,8 @@ def test_guest_tier(tmp_path, capsys):
     junit = tmp_path / "guest.xml"
     selection = shlex.split(os.environ.get("CCRIG_GUEST_PYTEST_ARGS", "")) or [GUEST_TESTS, *HOST_TESTS_BOTH_WAYS,
                                                                          "-m", "not slow_guest"]
-    argv = [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", f"--junitxml={junit}",
+    # --durations: the guest tests' own times, which the outer pytest sees only as this one test's
+    argv = [sys.executable, "-m", "pytest", "-ra", "--durations=15", "-p", "no:cacheprovider", f"--junitxml={junit}",
             *selection]
     with capsys.disabled():
         print(f"\n[vm] booting {kernel.release} ({mode}) for: {shlex.join(argv[1:])}", flush=True)
