@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from ccrig.commands import Commands
 from ccrig.topologies.testbeds import vm
 
 GUEST_TESTS = "tests/vm/guest"
@@ -46,6 +47,9 @@ def test_guest_tier(tmp_path, capsys):
         pytest.skip("the vm tier needs root (the guest runs as root with the host's file system)")
     kernel = vm.find_kernel()
     mode = vm.accel_mode(kernel)
+    # the laws' modules built here for the guest's kernel: else test_cc_modules.py builds them in the guest,
+    # minutes of compiling under TCG when no host test built them first
+    vm.prebuild.for_guest(kernel, Commands(None))
     junit = tmp_path / "guest.xml"
     selection = shlex.split(os.environ.get("CCRIG_GUEST_PYTEST_ARGS", "")) or [GUEST_TESTS, *HOST_TESTS_BOTH_WAYS,
                                                                          "-m", "not slow_guest"]
