@@ -350,7 +350,7 @@ def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
             points[spec] = None
 
     def pause_model(spec: str, point: dict) -> float | None:
-        from ccrig.experiments.report import models   # scipy and matplotlib: judged on the host, never in a guest
+        from ccrig.experiments.report import models   # lazy: scipy and matplotlib, which a guest never needs
         return models.pause_model_gain(run_dirs[spec], point)
 
     archive = Archive(points, pause_model)
@@ -359,8 +359,7 @@ def verdicts(study_dir: Path) -> tuple[Study, dict, list]:
 
 def report(study_dir: Path, runs: bool = True) -> Path:
     """claims.md, claims.json and the figures (each run's own report, and a utility diagram per spec)."""
-    # imported here: matplotlib costs a guest (which runs the specs, not the report) ~20 s under TCG
-    from ccrig.experiments.report import study as study_report
+    from ccrig.experiments.report import study as study_report  # lazy: see pause_model; ~20 s in a TCG guest
     study, state, results = verdicts(study_dir)
     return study_report.write(study_dir, study.model_dump(), state, [r.to_dict() for r in results], runs,
                               DESIGN.describe())
