@@ -306,10 +306,11 @@ def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: P
     args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()),
             "--specs", ",".join(specs),
             "--testbed", bed.inner, "--prometheus", "off", "--no-progress", *(["--quick"] if quick else [])]
-    # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
+    # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself (a quick run's
+    # 5 s of traffic took 40-230 s in a TCG guest beside another guest on a busy 2-core machine)
     runs = [(len(specmod.points(raw, e)) * e.repetitions * (2 if e.pause_gain else 1), e.duration)
             for _, raw, e in (planned[s] for s in specs)]
-    timeout = 600 + 3 * sum(n * (duration + 15) for n, duration in runs)
+    timeout = 600 + 4 * sum(n * (duration + 45) for n, duration in runs)
     say(f"{', '.join(specs)}: in one go on the {bed.kind} testbed")
     status, mark = bed.run_specs_elsewhere(args, study_dir, options, timeout=timeout, name=run_prefix())
     state = read_state(study_dir)
