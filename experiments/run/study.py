@@ -32,8 +32,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ccrig.analysis.claims import Claim, quantities
 from ccrig.analysis.sequential import Design
 from ccrig.analysis.verdicts import Archive, evaluate
-from ccrig.experiments.report import models
-from ccrig.experiments.report import study as study_report
 from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
@@ -340,10 +338,11 @@ def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: P
     args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()),
             "--specs", ",".join(specs),
             "--testbed", bed.inner, "--prometheus", "off", "--no-progress", *(["--quick"] if quick else [])]
-    # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
+    # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself (a quick run's
+    # 5 s of traffic took 40-230 s in a TCG guest beside another guest on a busy 2-core machine)
     runs = [(len(specmod.points(raw, e)) * e.repetitions * (2 if e.pause_gain else 1), e.duration)
             for _, raw, e in (planned[s] for s in specs)]
-    timeout = 600 + 3 * sum(n * (duration + 15) for n, duration in runs)
+    timeout = 600 + 4 * sum(n * (duration + 45) for n, duration in runs)
     say(f"{', '.join(specs)}: in one go on the {bed.kind} testbed")
     status, mark = bed.run_specs_elsewhere(args, study_dir, options, timeout=timeout, name=run_prefix())
     state = read_state(study_dir)
@@ -386,6 +385,7 @@ def verdicts(study_dir: Path, look: int | None = None, final: bool | None = None
             points[spec] = None
 
     def pause_model(spec: str, point: dict) -> float | None:
+        from ccrig.experiments.report import models   # lazy: scipy and matplotlib, which a guest never needs
         return models.pause_model_gain(run_dirs[spec], point)
 
     archive = Archive(points, pause_model)
@@ -394,6 +394,7 @@ def verdicts(study_dir: Path, look: int | None = None, final: bool | None = None
 
 def report(study_dir: Path, runs: bool = True) -> Path:
     """claims.md, claims.json and the figures (each run's own report, and a utility diagram per spec)."""
+    from ccrig.experiments.report import study as study_report  # lazy: see pause_model; ~20 s in a TCG guest
     study, state, results = verdicts(study_dir)
     return study_report.write(study_dir, study.model_dump(), state, [r.to_dict() for r in results], runs,
                               budgets.judged_at(state)[0].describe())

@@ -22,6 +22,8 @@ CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; ma
 VERDICTS = {"holds", "fails", "no-difference", "undecided", "not-applicable"}
 # the study run from a fresh clone (the kernel modules' first build is its path); the others from this checkout
 FIRST_RUN = "polynomial"
+# the quick studies' guests, one after another, beside the rest of the vm tier's (tests/conftest.py says why)
+pytestmark = pytest.mark.xdist_group("vm-studies")
 
 
 def test_the_four_seed_studies_are_there():
@@ -50,13 +52,13 @@ def needs_guest(name: str) -> bool:
     return any("testbed: netns" not in spec_path(folder, s.spec).read_text() for s in study.specs)
 
 
-# a study whose specs all run on netns boots no guest: it need not wait for the vm tier's worker (tests/conftest.py)
+# a study whose specs all run on netns boots no guest: it need not wait for the guests' worker (tests/conftest.py)
 @pytest.mark.parametrize("name", [n if needs_guest(n) else pytest.param(n, marks=pytest.mark.xdist_group(f"study-{n}"))
                                   for n in sorted(set(find()) - {FIRST_RUN})])
-@pytest.mark.timeout(1600)   # a TCG guest study: the subprocess's own bound (1500 s) says when it hangs
+@pytest.mark.timeout(2500)   # a TCG guest study: the subprocess's own bound (2400 s) says when it hangs
 def test_quick(name, tmp_path):
     p = subprocess.run([*CCRIG, "study", "run", name, "--quick", "--out", str(tmp_path), "--prometheus", "off",
-                        "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=1500)
+                        "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=2400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     check_quick_study(name, tmp_path)
 
@@ -76,7 +78,7 @@ def fresh_environment(clone: Path) -> Path:
     return venv / "bin"
 
 
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(2700)
 def test_a_vm_study_is_the_first_command_of_a_fresh_clone(tmp_path):
     home = Path(tempfile.mkdtemp(prefix=f"ccci-{os.getpid()}-", dir=Path.home()))   # not /tmp: the guest's own
     try:
@@ -89,7 +91,7 @@ def test_a_vm_study_is_the_first_command_of_a_fresh_clone(tmp_path):
         env = {**os.environ, "PATH": f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
         p = subprocess.run([bin_ / "ccrig", "study", "run", FIRST_RUN, "--quick", "--out", str(tmp_path),
                             "--prometheus", "off", "--no-progress"], cwd=clone, env=env, capture_output=True,
-                           text=True, timeout=1700)
+                           text=True, timeout=2400)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         check_quick_study(FIRST_RUN, tmp_path)
         # built on the host, in the clone, for the guest's kernel

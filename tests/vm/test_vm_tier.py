@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from ccrig.commands import Commands
 from ccrig.topologies.testbeds import vm
 
 GUEST_TESTS = "tests/vm/guest"
@@ -23,7 +24,9 @@ GUEST_TESTS = "tests/vm/guest"
 HOST_TESTS_BOTH_WAYS = ["tests/host/test_qdisc_probe.py",
                         "tests/host/test_run_lifecycle.py::test_missing_kernel_feature_fails_before_setup",
                         "tests/host/test_mininet.py::test_kernel_datapath_is_checked_before_setup"]
-BOOT_TIMEOUT = 1500  # s: the whole guest session (boot, the guest tests under TCG, power-off)
+# s: the whole guest session (boot, the guest tests under TCG, power-off): 670 s alone on a quiet machine, up to
+# twice that beside the quick studies' guest (tests/conftest.py) on a busy one
+BOOT_TIMEOUT = 2400
 
 
 def guest_failures(junit_xml) -> tuple[int, list[str]]:
@@ -46,10 +49,14 @@ def test_guest_tier(tmp_path, capsys):
         pytest.skip("the vm tier needs root (the guest runs as root with the host's file system)")
     kernel = vm.find_kernel()
     mode = vm.accel_mode(kernel)
+    # the laws' modules built here for the guest's kernel: else test_cc_modules.py builds them in the guest,
+    # minutes of compiling under TCG when no host test built them first
+    vm.prebuild.for_guest(kernel, Commands(None))
     junit = tmp_path / "guest.xml"
     selection = shlex.split(os.environ.get("CCRIG_GUEST_PYTEST_ARGS", "")) or [GUEST_TESTS, *HOST_TESTS_BOTH_WAYS,
                                                                          "-m", "not slow_guest"]
-    argv = [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", f"--junitxml={junit}",
+    # --durations: the guest tests' own times, which the outer pytest sees only as this one test's
+    argv = [sys.executable, "-m", "pytest", "-ra", "--durations=15", "-p", "no:cacheprovider", f"--junitxml={junit}",
             *selection]
     with capsys.disabled():
         print(f"\n[vm] booting {kernel.release} ({mode}) for: {shlex.join(argv[1:])}", flush=True)

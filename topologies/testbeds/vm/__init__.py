@@ -181,8 +181,9 @@ class VmTestbed(Testbed):
         # pause_gain runs every point twice (with PAUSE and without)
         n_runs = (math.prod(len(v) for v in experiment.sweep.values()) * experiment.repetitions
                   * (2 if experiment.pause_gain else 1))
-        # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself
-        timeout = 600 + 3 * n_runs * (experiment.duration + 15)
+        # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself (as
+        # experiments.run.study's guests, which are bounded alike)
+        timeout = 600 + 4 * n_runs * (experiment.duration + 45)
         r = run_experiment(spec, overrides, out_root, experiment.vm, timeout=timeout, name=name)
         if r.run_dir is None:
             raise RunError(f"the run in the vm ({r.kernel.release}, {r.accel}) wrote no run directory; "
