@@ -36,9 +36,9 @@ experiment: deps
 	$(CCRIG) run $(SPEC)
 
 # Test files run side by side (pytest-xdist; tests/conftest.py says how they are grouped). The vm tier goes first:
-# its two groups of guests, each one after another on its worker, are the longest paths; the unit files next, so
-# the units of work that wait behind the guests on their workers are short ones (--no-loadscope-reorder: xdist
-# would otherwise start the groups with the most tests first, and the vm tier's few, longest, last).
+# its guests, one after another on one worker, are the longest path; the unit files next, so the unit of work
+# that waits behind the guests on their worker is a short one (--no-loadscope-reorder: xdist would otherwise start
+# the groups with the most tests first, and the vm tier's few, longest, last).
 TEST_WORKERS ?= 3
 test: deps
 	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests/vm tests/unit tests/host

@@ -22,8 +22,6 @@ CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; ma
 VERDICTS = {"holds", "fails", "no-difference", "undecided", "not-applicable"}
 # the study run from a fresh clone (the kernel modules' first build is its path); the others from this checkout
 FIRST_RUN = "polynomial"
-# the quick studies' guests, one after another, beside the rest of the vm tier's (tests/conftest.py says why)
-pytestmark = pytest.mark.xdist_group("vm-studies")
 
 
 def test_the_four_seed_studies_are_there():
@@ -52,7 +50,7 @@ def needs_guest(name: str) -> bool:
     return any("testbed: netns" not in spec_path(folder, s.spec).read_text() for s in study.specs)
 
 
-# a study whose specs all run on netns boots no guest: it need not wait for the guests' worker (tests/conftest.py)
+# a study whose specs all run on netns boots no guest: it need not wait for the vm tier's worker (tests/conftest.py)
 @pytest.mark.parametrize("name", [n if needs_guest(n) else pytest.param(n, marks=pytest.mark.xdist_group(f"study-{n}"))
                                   for n in sorted(set(find()) - {FIRST_RUN})])
 @pytest.mark.timeout(2500)   # a TCG guest study: the subprocess's own bound (2400 s) says when it hangs
