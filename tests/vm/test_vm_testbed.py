@@ -1,7 +1,8 @@
 """The `vm` testbed end to end, in one boot: a spec that needs netem (20 ms of RTT) and RED, which this
 machine's kernel lacks, runs as `ccrig run` on the netns testbed inside the guest; its run directory lands on
-the host with the guest kernel recorded, the path RTT it measured is within 10 % of the configured delay, and its samples
-become queryable in a running host Prometheus by backfill."""
+the host with the guest kernel recorded, the path RTT it measured is within 10 % of the configured delay, its
+random loss is the BPF program's in the guest too (netem there, but netem would drop the rig's control
+connections like data), and its samples become queryable in a running host Prometheus by backfill."""
 from __future__ import annotations
 
 import json
@@ -18,9 +19,9 @@ RTT = 0.020
 # RED's thresholds are small so the queue adds at most max / rate = 9000 B / 10 Mbit/s = 7.2 ms to the RTT
 SPEC = {
     "name": "vm-red-delay",
-    "description": "vm testbed: one reno flow, 10 Mbit/s RED bottleneck, 20 ms RTT",
+    "description": "vm testbed: one reno flow, 10 Mbit/s RED bottleneck, 20 ms RTT, 1 % loss",
     "testbed": "vm",
-    "topology": {"name": "dumbbell", "rtt": "20ms",
+    "topology": {"name": "dumbbell", "rtt": "20ms", "loss": 0.01,
                  "bottleneck": {"rate": "10mbit", "buffer": "100pkt",
                                 "qdisc": {"kind": "red", "min": 3000, "max": 9000}}},
     "flows": [{"cc": "reno"}],
@@ -61,8 +62,11 @@ def test_spec_needing_netem_and_red_runs_in_the_guest(tmp_path, capsys):
         assert env["kernel"]["release"] == kernel.release          # written inside the guest
         assert env["vm"]["kernel"]["config_sha256"] == kernel.config_sha256()
         assert env["vm"]["virtualisation"] in ("kvm", "tcg")
+        realised = {link: e["realised_by"] for link, e in env["links"]["0"]["loss"].items()}
+        assert realised and all(r.startswith("bpf") for r in realised.values()), realised
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["complete"] and summary["testbed"] == "vm"
+        assert summary["points"][0]["system"]["loss"]["mean"] > 0   # the program's drops, counted
         system = summary["points"][0]["system"]
         # the path's RTT is TCP's own minimum (tcpi_min_rtt: no queueing in it): within 10 % of the configured
         # 20 ms, and netem never delivers early
