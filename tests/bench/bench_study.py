@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
-REPETITIONS, DURATION_S = 4, 15
+REPETITIONS, DURATION_S = 8, 15   # a study's many pairs, not one point's few: room for the engine to fill
 RATES_MBIT = [10, 100]
 MODES = {"alone": "1", "side by side": "auto"}
 
