@@ -18,29 +18,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
+from bench_study import run_default   # tests/bench is the benches' own folder on sys.path (run.py)
+
 REPETITIONS, DURATION_S = 4, 8
 RATES_MBIT = [10, 100, 300]
 DIFFERS = 0.02   # of T_max below the lowest alone repetition: alone, the 4 repetitions span 0.002 at 300 Mbit/s
 
 
 def _run(rate: int, jobs: str, out: Path) -> tuple[dict | None, float, str]:
-    argv = [*CCRIG, "run", str(ROOT / "experiments/specs/default.yaml"), "--set", f"repetitions={REPETITIONS}",
-            "--set", f"duration={DURATION_S}s", "--set", f"topology.bottleneck.rate={rate}mbit", "--jobs", jobs,
-            "--prometheus", "off", "--no-progress", "--json", "--out", str(out)]
-    t = time.monotonic()
-    p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - t
-    if p.returncode != 0:
-        return None, wall, (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-    return json.loads(p.stdout), wall, ""
+    return run_default(rate, jobs, out, REPETITIONS, DURATION_S)
 
 
 def _first_attempts(summary: dict, run_dir: Path) -> list[dict]:

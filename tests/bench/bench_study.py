@@ -28,16 +28,23 @@ RATES_MBIT = [10, 100]
 MODES = {"alone": "1", "side by side": "auto"}
 
 
-def _cell(rate: int, jobs: str, out: Path) -> dict:
-    argv = [*CCRIG, "run", str(ROOT / "experiments/specs/default.yaml"), "--set", f"repetitions={REPETITIONS}",
-            "--set", f"duration={DURATION_S}s", "--set", f"topology.bottleneck.rate={rate}mbit", "--jobs", jobs,
+def run_default(rate: int, jobs: str, out: Path, repetitions: int, duration_s: int) -> tuple[dict | None, float, str]:
+    """The default spec at a bottleneck rate, as `ccrig run --json` says it: (summary or None, wall s, error)."""
+    argv = [*CCRIG, "run", str(ROOT / "experiments/specs/default.yaml"), "--set", f"repetitions={repetitions}",
+            "--set", f"duration={duration_s}s", "--set", f"topology.bottleneck.rate={rate}mbit", "--jobs", jobs,
             "--prometheus", "off", "--no-progress", "--json", "--out", str(out)]
     t = time.monotonic()
     p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     wall = time.monotonic() - t
     if p.returncode != 0:
-        return {"error": p.stderr.strip().splitlines()[-1:] or [f"exit {p.returncode}"], "wall_s": wall}
-    summary = json.loads(p.stdout)
+        return None, wall, (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+    return json.loads(p.stdout), wall, ""
+
+
+def _cell(rate: int, jobs: str, out: Path) -> dict:
+    summary, wall, error = run_default(rate, jobs, out, REPETITIONS, DURATION_S)
+    if summary is None:
+        return {"error": [error], "wall_s": wall}
     point = summary["points"][0]
     g = point["system"]["goodput_bps"]
     reps = point["repetitions"]
