@@ -184,8 +184,8 @@ def test_the_default_spec_prints_its_intervals_with_their_method(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=110, env={**os.environ, "COLUMNS": "200"})
     assert p.returncode == 0, p.stderr
     assert "CI: 95 % confidence" in p.stdout, p.stdout
-    # one repetition: batch means within the run where the intervals allow, else "(no CI)"
-    assert ("every interval here is batches" in p.stdout or " b " in p.stdout or "(no CI)" in p.stdout), p.stdout
+    # its four repetitions: Student's t over their means, never batch means within one run
+    assert "every interval here is runs: Student's t over the 4 repetitions' means" in p.stdout, p.stdout
     s = json.loads((next(Path(out).iterdir()) / "summary.json").read_text())
     g = s["points"][0]["system"]["goodput_bps"]
-    assert g["ci"]["method"] in ("batches", "none") and ("ci95" in g) and s["ci_level"] == 0.95
+    assert g["ci"]["method"] == "runs" and g["ci95"] is not None and s["ci_level"] == 0.95
