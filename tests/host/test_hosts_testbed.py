@@ -279,8 +279,8 @@ def test_default_dumbbell_on_hosts_matches_netns(tmp_path, monkeypatch, promethe
         rep = result.path / "points" / point / "rep0"
         for name in ("intervals.csv", "trace.csv", "qdisc.csv", "iperf3-0.json"):
             assert (rep / name).is_file() and (rep / name).stat().st_size > 0, (point, name)
-    # the run's series reached Prometheus: one per flow and point
+    # the run's series reached Prometheus: one per flow, point and repetition
     assert result.prometheus_url
     q = urllib.request.quote(f'ccrig_flow_goodput_bytes_per_second{{run="{result.summary["run"]}"}}')
     with urllib.request.urlopen(f"{result.prometheus_url}/api/v1/query?query={q}", timeout=10) as r:
-        assert len(json.loads(r.read())["data"]["result"]) == 2 * n
+        assert len(json.loads(r.read())["data"]["result"]) == 2 * n * result.summary["repetitions"]

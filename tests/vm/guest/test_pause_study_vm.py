@@ -58,7 +58,8 @@ def test_study_spec_reports_pause_gain(name, modprobe, tmp_path):
     run, summary = _run(tmp_path, name)
     assert summary["kernel"] == platform.release() and summary["testbed"] == "netns"
     # the RTT is netem delay on the ACK path: 1 s at scale 10
-    log = (run / "commands.log").read_text()
+    # the run's log and, where pairs ran side by side (--jobs auto), each pair's own
+    log = "".join(f.read_text() for f in run.rglob("commands.log"))
     assert "netem limit 100000 delay 100000us" in log, [line for line in log.splitlines() if "netem" in line][:3]
     assert not [n for n in os.listdir("/run/netns") if n.startswith(f"ccrig-{run.name.rsplit('-', 1)[1]}-")]
     assert len(summary["points"]) == 1
