@@ -69,11 +69,12 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
         sigma: Optional[float] = typer.Option(None, "--sigma", help="confidence intervals of ±SIGMA standard "
                                               "deviations of a normal, e.g. 3 for Keshav's 3σ (0.9973); the "
                                               "same as --set ci=LEVEL"),
-        jobs: str = typer.Option("auto", "--jobs", help="how many (point, repetition) pairs run side by side on "
+        jobs: str = typer.Option("auto", "--jobs", envvar="CCRIG_JOBS",
+                                 help="how many (point, repetition) pairs run side by side on "
                                  "this machine, each under names of its own: a number, or auto (pairs admitted "
                                  "while their packet rates fit this machine's capacity, measured once and cached in "
                                  "results/calibration; netns only, other testbeds run one at a time). A pair "
-                                 "spoiled beside others runs again alone")):
+                                 "spoiled beside others runs again alone. A vm guest sets CCRIG_JOBS=1")):
     """Run an experiment: every sweep point and repetition; print a summary and the run directory.
 
     testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""

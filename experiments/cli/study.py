@@ -56,7 +56,8 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
         prometheus_dir: Path = typer.Option(Path("results/prometheus"), help="the local Prometheus server's folder"),
         progress: bool = typer.Option(True, help="show the live status: pairs, claims, budget left, time to go"),
         report: bool = typer.Option(True, help="write the claims table and the runs' reports at the end"),
-        jobs: str = typer.Option("auto", "--jobs", help="how many (point, repetition) pairs of a spec run side by "
+        jobs: str = typer.Option("auto", "--jobs", envvar="CCRIG_JOBS",
+                                 help="how many (point, repetition) pairs of a spec run side by "
                                  "side on this machine: a number, or auto (as ccrig run --jobs)"),
         budget: Optional[str] = typer.Option(None, "--budget", help="wall time for the study (900, 30m, 1h, "
                                              "1h30m): after the first pass, more repetitions where claims are "

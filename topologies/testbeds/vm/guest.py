@@ -144,8 +144,10 @@ def vng() -> str:
 def guest_command(argv: list[str], env: dict[str, str] | None = None) -> str:
     """The shell line vng runs in the guest: argv with an environment that finds this repository's tools.
     The guest's root is the host's, read-only; bytecode caches are not written there."""
+    # CCRIG_JOBS=1: pairs one at a time in the guest (--jobs auto would calibrate an emulated CPU, whose capacity
+    # says nothing, on a checkout it cannot cache in)
     base = {"PATH": f"{VENV_BIN}:{GUEST_PATH}", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
-            "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONUNBUFFERED": "1"}
+            "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONUNBUFFERED": "1", "CCRIG_JOBS": "1"}
     for name in ("CI", "CCRIG_PROMETHEUS_URL"):
         if name in os.environ:
             base[name] = os.environ[name]
