@@ -279,9 +279,11 @@ class Runner:
         left = {p.index: sum(1 for pair in todo if pair[0] == p.index) for p in self.points}
         jobs = min(self.jobs(), max(1, len(todo)))
         self.summary["jobs"] = jobs
+        # each point's cost, once: admission reads it for every pair, summary.json records it
+        costs = {p.index: engine.pair_cost(p.experiment) for p in self.points}
         if self.capacity is not None:
             self.summary["admission"] = {"capacity_pps": self.capacity, "pair_cost_pps": {
-                str(p.index): engine.pair_cost(p.experiment) for p in self.points}}
+                str(i): c for i, c in costs.items()}}
         self.reruns = Reruns(self.archive, self.summary)
 
         def finished(pair: tuple, entry: dict | None, error: RunError | None, beside: bool = False) -> str | None:
@@ -312,8 +314,7 @@ class Runner:
             if jobs > 1:
                 auto = self.capacity is not None
                 engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lent, finished,
-                                    (lambda pair: engine.pair_cost(self.points[pair[0]].experiment)) if auto
-                                    else (lambda pair: 0.0),
+                                    lambda pair: costs[pair[0]] if auto else 0.0,
                                     self.capacity if auto else math.inf)
                 return
             queue = list(todo)
