@@ -19,6 +19,7 @@ import pytest
 
 TIERS = ("unit", "host", "vm")
 _spans: dict[str, list[float]] = {}
+_workers: dict[str, list[float]] = {}
 
 
 def _tier(nodeid: str) -> str:
@@ -53,11 +54,17 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"skipped in CI, which counts as a failure: {reason}"
 
 
-def pytest_runtest_logreport(report):
-    # every phase's start and stop (a worker's reports carry them to the controller): each tier's span
-    span = _spans.setdefault(_tier(report.nodeid), [float("inf"), 0.0, 0.0])
+def _add(spans: dict[str, list[float]], key: str, report) -> None:
+    span = spans.setdefault(key, [float("inf"), 0.0, 0.0])
     span[0], span[1] = min(span[0], report.start), max(span[1], report.stop)
     span[2] += report.duration
+
+
+def pytest_runtest_logreport(report):
+    # every phase's start and stop (a worker's reports carry them to the controller): each tier's span, and each
+    # xdist worker's (the worker that ends last is the critical path, the others' idle time its slack)
+    _add(_spans, _tier(report.nodeid), report)
+    _add(_workers, getattr(report, "worker_id", None) or "main", report)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -73,3 +80,6 @@ def pytest_terminal_summary(terminalreporter):
                                         f"({time.strftime('%H:%M:%S', time.localtime(first))}-"
                                         f"{time.strftime('%H:%M:%S', time.localtime(last))}), "
                                         f"{busy:7.1f} s of tests")
+    for name, (first, last, busy) in sorted(_workers.items()):
+        terminalreporter.write_line(f"{name:>5}: worked {busy:7.1f} s, its last test ended at "
+                                    f"{time.strftime('%H:%M:%S', time.localtime(last))}")

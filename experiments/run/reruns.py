@@ -35,8 +35,8 @@ FORCE_ENV = "CCRIG_FORCE_INTERFERENCE"
 
 
 class Reruns:
-    def __init__(self, archive, summary: dict, say=print):
-        self.archive, self.summary, self.say = archive, summary, say
+    def __init__(self, archive, summary: dict, say=print, limit: int = RERUNS):
+        self.archive, self.summary, self.say, self.limit = archive, summary, say, limit
         self.spoiled: dict[tuple, int] = {}        # pair -> its attempts spoiled so far
         self.given_up: dict[tuple, str] = {}       # pair -> why its point is unmeasurable
 
@@ -57,7 +57,7 @@ class Reruns:
         self.spoiled[pair] = n + 1
         entry = {"point": pair[0], "rep": pair[1], **({"variant": pair[2]} if len(pair) == 3 else {}),
                  "attempt": n + 1, "spoiled": why, "beside_others": beside}
-        if n >= RERUNS:
+        if n >= self.limit:
             self.given_up[pair] = f"repetition {pair[1]} was spoiled in {n + 1} attempts, the last: {why}"
             self.summary.setdefault("reruns", []).append({**entry, "kept": "as the pair's record, left out of "
                                                           "every verdict (the point is unmeasurable)"})
@@ -71,7 +71,7 @@ class Reruns:
              "excluded_at": time.time(),
              "rerun": "alone" if alone else "as any pair"})
         self.say(f"point {pair[0]} repetition {pair[1]} spoiled ({why}); running it again"
-                 f"{' alone' if alone else ''} (attempt {n + 2} of at most {RERUNS + 1})")
+                 f"{' alone' if alone else ''} (attempt {n + 2} of at most {self.limit + 1})")
         return ALONE if alone else AGAIN
 
     def _exclude(self, pair: tuple, record: dict, why: str, attempt: int):

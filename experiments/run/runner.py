@@ -9,8 +9,8 @@ repetition.py as a unit of its own, and everything the run keeps once for all of
       -> summary.json complete; the laws and the sinks released, always
 
 The run owns env.json and summary.json; a repetition writes only its own folder and hands back its record, whose
-`setup` the run records in env.json once per point. Around it: signals.py (Ctrl-C and SIGTERM), schedule.py (the
-seeded order, resume), archive.py (the run's folder), summary.py (what summary.json says), progress.py (the bar).
+`setup` the run records in env.json once per point. Around it: signals.py, schedule.py (the seeded order, resume),
+archive.py (the run's folder), summary.py (summary.json), progress.py (the bar), reruns.py (spoiled repetitions).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from ccrig.experiments.run.archive import RunArchive, new_run_dir, open_to_resum
 from ccrig.experiments.run.preflight import needs
 from ccrig.experiments.run.progress import NoBar, progress
 from ccrig.experiments.run.repetition import BASELINE, Lent, Unit, make_testbed
-from ccrig.experiments.run.reruns import Reruns
+from ccrig.experiments.run.reruns import RERUNS, Reruns
 from ccrig.experiments.telemetry.backfill import LOG_NAME
 from ccrig.experiments.telemetry.sinks import Sinks, point_samples
 
@@ -55,6 +55,7 @@ class Options:
     jobs: int | str = 1             # pairs side by side (engine.py); auto: as many as this machine carries
     repetitions: dict[int, int] | None = None   # point index -> its repetitions, over the spec's (a study's)
     calibration_root: Path = calibration.ROOT   # where this machine's measured capacity is cached (auto)
+    reruns: int = RERUNS            # how often a spoiled repetition runs again (a study's --quick: never)
 
 
 @dataclass
@@ -140,11 +141,10 @@ class Runner:
             self.env = machine.host(self.commands)
             self.env["testbed"] = self.exp.testbed
             self.archive.write_json("env.json", self.env)
-            self.summary = {"experiment": self.exp.name, "run": self.run_id,
-                            "kernel": self.env["kernel"]["release"], "testbed": self.exp.testbed,
-                            "interval_s": self.exp.interval, "intervals": self.exp.n_intervals,
-                            "warmup": self.exp.warmup, "repetitions": self.exp.repetitions, "complete": False,
-                            "points": []}
+            e = self.exp
+            self.summary = {"experiment": e.name, "run": self.run_id, "kernel": self.env["kernel"]["release"],
+                            "testbed": e.testbed, "interval_s": e.interval, "intervals": e.n_intervals,
+                            "warmup": e.warmup, "repetitions": e.repetitions, "complete": False, "points": []}
 
     def _strict(self) -> None:
         """A strict spec fails a run the testbed limited, saying why (a point that failed has no verdict: its
@@ -284,7 +284,7 @@ class Runner:
         if self.capacity is not None:
             self.summary["admission"] = {"capacity_pps": self.capacity, "pair_cost_pps": {
                 str(i): c for i, c in costs.items()}}
-        self.reruns = Reruns(self.archive, self.summary)
+        self.reruns = Reruns(self.archive, self.summary, limit=self.opt.reruns)
 
         def finished(pair: tuple, entry: dict | None, error: RunError | None, beside: bool = False) -> str | None:
             if error is None:

@@ -12,8 +12,8 @@ repetitions where claims are undecided, look after look (experiments/run/budget.
 A study directory holds study.json and runs/ (each spec's ordinary run directory). The specs of a testbed that
 runs them elsewhere (`elsewhere`: the vm's guest kernel) run there together (one boot, not one per spec: a TCG
 boot costs 20-30 s), as the same `ccrig study run` there with --resume, so it adds its runs to the same
-study.json. A study run is resumed
-with --resume DIR: finished specs are kept, an unfinished run continues where it stopped (ccrig run --resume).
+study.json. A study run is resumed with --resume DIR: finished specs are kept, an unfinished run continues where
+it stopped (ccrig run --resume).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from ccrig.experiments.run import budget as budgets
 from ccrig.experiments.run.preflight import auto_testbed
 from ccrig.experiments.run.progress import status_display
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
-from ccrig.experiments.run.runner import Options, Runner, archive_room, run_prefix
+from ccrig.experiments.run.runner import RERUNS, Options, Runner, archive_room, run_prefix
 from ccrig.experiments.run.signals import Interrupted, trapped
 from ccrig.experiments.run.study_state import read_state, run_dir_of, write_state
 
@@ -207,7 +207,7 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         for e in local:
             if e.spec in specs:
                 failed += _run_local(e.spec, planned[e.spec], study_dir, state, prometheus, prometheus_root, bar,
-                                     say, jobs)
+                                     say, jobs, quick)
         for kind, group in guest.items():
             if any(e.spec in specs for e in group):
                 failed += _run_elsewhere(testbeds.get(kind), name, [e.spec for e in group if e.spec in specs],
@@ -289,8 +289,8 @@ def preflight(local: list[tuple[str, tuple]], guest: list[tuple[str, tuple]]) ->
 
 
 def _run_local(spec: str, plan, study_dir: Path, state: dict, prometheus: str, prometheus_root: Path,
-               progress: bool, say, jobs: int | str = 1) -> list[str]:
-    """One spec on a testbed of this process; its record in study.json as it starts and ends."""
+               progress: bool, say, jobs: int | str = 1, quick: bool = False) -> list[str]:
+    """One spec on a testbed of this process; its record in study.json as it starts and ends. Quick: no reruns."""
     path, raw, exp = plan
     rec = state["specs"][spec]
     previous = run_dir_of(study_dir, rec)
@@ -299,7 +299,7 @@ def _run_local(spec: str, plan, study_dir: Path, state: dict, prometheus: str, p
     wants = {int(i): int(n) for i, n in (rec.get("repetitions") or {}).items()}
     runner = Runner(path, raw, exp, Options(out_root=study_dir / "runs", prometheus=prometheus,
                                             prometheus_root=prometheus_root, progress=progress, resume=resume,
-                                            jobs=jobs, repetitions=wants or None))
+                                            jobs=jobs, repetitions=wants or None, reruns=0 if quick else RERUNS))
     started = time.monotonic()
     rec.update(status="running", testbed=exp.testbed)
     write_state(study_dir, state)

@@ -36,6 +36,8 @@ def check_quick_study(name: str, out: Path) -> None:
     for rec in state["specs"].values():   # the run directory each spec wrote, with its one point
         summary = json.loads((study_dir / rec["run_dir"] / "summary.json").read_text())
         assert summary["complete"] and len(summary["points"]) == 1, rec
+        # quick mode never reruns: a spoiled repetition is kept as its pair's record (its verdicts are not verdicts)
+        assert all("kept" in r for r in summary.get("reruns", [])), summary["reruns"]
     claims = json.loads((study_dir / "claims.json").read_text())["claims"]
     assert [c["id"] for c in claims] == [c.id for c in study.claims]
     assert {c["verdict"] for c in claims} <= VERDICTS
