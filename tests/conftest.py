@@ -7,9 +7,10 @@ worker from start to end, so a file's module-scoped fixtures are made once and i
 files run side by side, every name a test makes carries its process id. Tests that share something machine-wide
 with other files name one group with `pytestmark = pytest.mark.xdist_group("NAME")` and run one after another
 on one worker (tests/host/test_hosts_*.py: the users and sudoers files of the SSH test bed). The vm tier's tests
-are one group: two TCG guests at once each take far longer (tried, as two groups: the guest tier 2218 s instead of
-670, keshav's quick study 1333 s instead of 725, the whole suite 38 min instead of 32), and their host-side builds
-of the laws' modules raced in one tree.
+are one group, run at a higher priority than the host tier's (tests/vm/conftest.py): two TCG guests at once
+each take far longer (tried, as two groups: the guest tier 2218 s instead of 670, keshav's quick study 1333 s
+instead of 725, the whole suite 38 min instead of 32), and their host-side builds of the laws' modules raced in
+one tree.
 """
 import os
 import time

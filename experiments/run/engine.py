@@ -95,9 +95,10 @@ def _child(unit: Unit, conn) -> None:
         except (BrokenPipeError, OSError):
             pass
     try:
-        lent = Lent(Commands(unit.out / "commands.log"), publish=lambda s: send("samples", s),
-                    tick=lambda: send("tick"))
         with signals.trapped():
+            signals.unblock()   # forked with them blocked (side_by_side): a signal that came in the bootstrap is here
+            lent = Lent(Commands(unit.out / "commands.log"), publish=lambda s: send("samples", s),
+                        tick=lambda: send("tick"))
             entry = repetition.run(unit, lent)
         send("done", entry)
     except signals.Interrupted as e:
@@ -160,11 +161,13 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
                 unit = unit_of(pair, f"{prefix}-j{slot}")
                 ours, theirs = ctx.Pipe(duplex=False)
                 proc = ctx.Process(target=_child, args=(unit, theirs), name=f"ccrig-pair-{pair[0]}-{pair[1]}")
-                proc.start()
-                theirs.close()
                 for r in running.values():
                     r[5] = True   # one more beside each running pair
-                running[ours] = [pair, proc, slot, cost(pair), alone, bool(running)]
+                # a Ctrl-C now waits until the child is running and known, so the teardown below stops it
+                with signals.blocked():
+                    proc.start()
+                    running[ours] = [pair, proc, slot, cost(pair), alone, bool(running)]
+                theirs.close()
             for conn in wait(list(running)):
                 try:
                     msg = conn.recv()

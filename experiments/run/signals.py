@@ -49,6 +49,25 @@ def raise_on_interrupt() -> None:
         signal.signal(signal.SIGINT, _raise)
 
 
+class blocked:
+    """Within it, SIGINT and SIGTERM wait (blocked, not lost): a process forked here starts with them blocked,
+    so one that arrives while the child is still in its bootstrap waits for the child's own handler (unblock),
+    instead of meeting the parent's handler in code that cannot take it."""
+
+    def __enter__(self):
+        self.old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        return self
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+        return False
+
+
+def unblock() -> None:
+    """A forked child's SIGINT and SIGTERM go through again (blocked: its handlers are in place)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
 def ignore() -> None:
     """Everything is torn down and the process is on its way out: a late Ctrl-C must not turn the clean exit into
     a KeyboardInterrupt traceback and a death by SIGINT."""

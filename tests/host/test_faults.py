@@ -258,7 +258,9 @@ def test_sigint_while_the_command_line_loads_is_one_line(ccrig, after):
 
 
 def test_ctrl_c_again_during_teardown_says_what_remains_and_still_cleans(ccrig):
-    p = _start(ccrig, ccrig.write(dumbbell([{"cc": "reno"}] * FLOWS, duration="5s", rate="100mbit")))
+    # a run far longer than the wait for its first rows: Ctrl-C lands mid-measurement, not in the run's own end
+    # on a busy machine (seen: a 5 s run whose first Ctrl-C met its last 0.2 s, and nothing left to say)
+    p = _start(ccrig, ccrig.write(dumbbell([{"cc": "reno"}] * FLOWS, duration="60s", rate="100mbit")))
     assert _wait(lambda: _intervals(ccrig) >= FLOWS + 1, 80, step=0.01)
     kids = _descendants(p.pid)
     t = time.monotonic()
