@@ -6,7 +6,8 @@ Reports the wall time, the verdicts by kind, the looks (repetitions added, budge
 and each undecided claim with what it still needs. The study's own claims are whatever its study.yaml says at the
 time: a bench of the engine on a real study, not a judgement of the paper (that is the study's RESULTS.md).
 
-Run as root: `make bench BENCH=study_decided` -> results/bench/study_decided.json (up to about 35 minutes).
+Run as root: `make bench BENCH=study_decided` -> results/bench/study_decided.json (up to about 35 minutes); the
+study directory stays in results/bench/study_decided/.
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,26 +27,27 @@ GOAL_S = 30 * 60
 
 
 def run() -> dict:
-    out = Path(tempfile.mkdtemp(prefix=f"ccrig-bench-study-decided-{os.getpid()}-"))
+    # the study directory is kept (its claims.json, the runs' archives) for whoever reads the figures below
+    out = ROOT / "results/bench/study_decided"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
     load = round(os.getloadavg()[0], 2)
     t = time.monotonic()
-    try:
-        p = subprocess.run([*CCRIG, "study", "run", STUDY, "--budget", BUDGET, "--out", str(out), "--prometheus",
-                            "off", "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=GOAL_S + 900)
-        wall = time.monotonic() - t
-        dirs = [d for d in out.iterdir() if d.is_dir()]
-        if not dirs or not (dirs[0] / "claims.json").is_file():
-            return {"study": STUDY, "error": (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1],
-                    "wall_s": round(wall, 1)}
-        claims = json.loads((dirs[0] / "claims.json").read_text())
-        loop = claims.get("loop") or {}
-        verdicts = Counter(c["verdict"] for c in claims["claims"])
-        undecided = [{"id": c["id"], "basis": c.get("basis"), "needs": c.get("needs")} for c in claims["claims"]
-                     if c["verdict"] == "undecided"]
-        return {"study": STUDY, "budget": BUDGET, "exit": p.returncode, "wall_s": round(wall, 1),
-                "load_average_before": load, "verdicts": dict(verdicts), "undecided": undecided,
-                "looks": [{k: v for k, v in look.items() if k != "verdicts"} for look in loop.get("looks", [])],
-                "stopped": loop.get("stopped"), "error_rate": claims.get("error_rate"),
-                "met": p.returncode == 0 and not undecided and wall <= GOAL_S}
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    p = subprocess.run([*CCRIG, "study", "run", STUDY, "--budget", BUDGET, "--out", str(out), "--prometheus",
+                        "off", "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=GOAL_S + 900)
+    wall = time.monotonic() - t
+    dirs = [d for d in out.iterdir() if d.is_dir()]
+    if not dirs or not (dirs[0] / "claims.json").is_file():
+        return {"study": STUDY, "error": (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1],
+                "wall_s": round(wall, 1)}
+    claims = json.loads((dirs[0] / "claims.json").read_text())
+    loop = claims.get("loop") or {}
+    verdicts = Counter(c["verdict"] for c in claims["claims"])
+    undecided = [{"id": c["id"], "basis": c.get("basis"), "needs": c.get("needs")} for c in claims["claims"]
+                 if c["verdict"] == "undecided"]
+    return {"study": STUDY, "budget": BUDGET, "exit": p.returncode, "wall_s": round(wall, 1),
+            "load_average_before": load, "verdicts": dict(verdicts), "undecided": undecided,
+            "looks": [{k: v for k, v in look.items() if k != "verdicts"} for look in loop.get("looks", [])],
+            "stopped": loop.get("stopped"), "error_rate": claims.get("error_rate"),
+            "met": p.returncode == 0 and not undecided and wall <= GOAL_S, "study_dir": str(dirs[0])}
+

@@ -91,6 +91,9 @@ def run_case(case: dict, tmp: Path) -> dict:
     tmp.mkdir()
     argv = argv_of(case, tmp)
     env = {**os.environ, "CCRIG_DEBUG": "0", "COLUMNS": "200"}
+    # a namespace named after the case's pid that exists before the case starts is another process's, which had
+    # that pid earlier (pids wrap around in a suite this long; seen: a killed run's, waiting for its test's clean)
+    before = namespaces()
     p = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          errors="replace")
     try:
@@ -100,7 +103,7 @@ def run_case(case: dict, tmp: Path) -> dict:
         out, err = p.communicate()
         err += f"\n(killed after {TIMEOUT} s: the input was not refused)"
     return {"rc": p.returncode, "stdout": out, "stderr": err, "pid": p.pid,
-            "ns": sorted(n for n in namespaces() if n.startswith(f"ccrig-{p.pid}-")),
+            "ns": sorted(n for n in namespaces() - before if n.startswith(f"ccrig-{p.pid}-")), "before": before,
             "procs": processes_of(p.pid, tmp), "runs": sorted((tmp / "runs").glob("*"))}
 
 
@@ -118,7 +121,7 @@ def results(tmp_path_factory):
     tags = {prefix_tag(f"ccrig-{pid}") for pid in pids} | {prefix_tag(CLI_PREFIX)}
     new_ccs = set(AVAILABLE.read_text().split()) - ccs_before
     left = {"ccs": sorted(n for n in new_ccs if NAME_RE.match(n) and NAME_RE.match(n).group(2) in tags),
-            "ns": sorted(n for n in namespaces() if any(n.startswith(f"ccrig-{pid}-") for pid in pids))}
+            "ns": sorted(n for r in done for n in namespaces() - r["before"] if n.startswith(f"ccrig-{r['pid']}-"))}
     return dict(zip((c["id"] for c in cases), done)), left
 
 

@@ -17,4 +17,4 @@ def ahead_of_the_host_tier(request):
     folder that runs on the host (a group of its own, on a host tier's worker)."""
     group = request.node.get_closest_marker("xdist_group")
     if group is not None and group.args[0] == "vm" and not in_guest() and os.geteuid() == 0:
-        os.setpriority(os.PRIO_PROCESS, 0, -5)
+        os.setpriority(os.PRIO_PROCESS, 0, -10)
