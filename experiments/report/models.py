@@ -76,12 +76,37 @@ def buffer_b1(run_dir: Path, point: dict) -> int | None:
         return None
 
 
+def bulk_only(run_dir: Path) -> bool | None:
+    """Whether every flow of the run's resolved spec.yaml is always backlogged (no workload, or kind bulk);
+    None when the spec cannot be read."""
+    try:
+        flows = (yaml.safe_load((run_dir / "spec.yaml").read_text()) or {}).get("flows")
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(flows, list) or not flows:
+        return None
+    return all(((f or {}).get("workload") or {}).get("kind", "bulk") == "bulk" for f in flows)
+
+
+def model_levels(lam1: float | None, bulk: bool | None) -> tuple[float, ...] | None:
+    """The rate levels the paper sets beside a scenario: N = 2, (λ1, 1), beside flows with idle times (Figs.
+    4-6, Fig. 7's files); N = 3, (λ1, λ1/2, 1), beside always-backlogged flows (Fig. 7: "the more granular input
+    traffic steps in the Markov model follows trends of the simulations without any idle times", λ2 = 25 at
+    λ1 = 50). λ1/2 keeps that ratio at other λ1; λ1 ≤ 2 leaves no room for a middle level, hence N = 2."""
+    if lam1 is None or bulk is None:
+        return None
+    return (lam1, lam1 / 2.0, 1.0) if bulk and lam1 / 2.0 > 1.0 else (lam1, 1.0)
+
+
 def markov_params(run_dir: Path, point: dict):
     """The Markov model's parameters for a measured PAUSE point, in the study's units (packets/s at scale 1),
     with a note of the mapping; None when the point has no PAUSE record.
 
-    λ levels: (λ1, 1) as in every figure of the study (λ1 = link A's rate, λ_N = 1, N = 2). RTT: the point's
-    measured mean RTT times the rig's time scale (the rig runs the study `scale` times faster)."""
+    λ levels: model_levels (λ1 = link A's rate, λ_N = 1; N as the paper sets it beside the point's traffic).
+    RTT: the configured one (topology.rtt, at the study's time scale), as the paper's Fig. 4 puts the added
+    link delay on its axis and into the model. Not the measured smoothed RTT: that adds B2's queueing (up to
+    20 packets at ν, 1.3 s of the study's time) and moved the model's gain at 0.1 s from -0.002 % to +6.2 %.
+    A chain without added delay (rtt 0) has no model RTT: the model is then not computed."""
     rec = point.get("pause")
     sc = (rec or {}).get("scaling") or {}
     if not rec or not sc.get("wire_bytes") or rec.get("high") is None:
@@ -92,10 +117,12 @@ def markov_params(run_dir: Path, point: dict):
     def rate(key):
         return sc[key] / pps if sc.get(key) else None
 
-    rtt = ((point.get("system") or {}).get("rtt_s") or {}).get("mean")
-    kw = {"lam1": rate("link_a_bps"), "mu1": rate("link_b_bps"), "nu": rate("link_c_bps"),
+    rtt = sc.get("rtt_s")   # the configured RTT / scale of this point (pause_chain's scaling())
+    lam1 = rate("link_a_bps")
+    kw = {"lam1": lam1, "mu1": rate("link_b_bps"), "nu": rate("link_c_bps"),
           "mu2": rate("paused_bps"), "B1": buffer_b1(run_dir, point), "B2": rec.get("b2"), "T1": rec.get("high"),
-          "T2": rec.get("low", rec.get("high")), "rtt": None if rtt is None else rtt * scale}
+          "T2": rec.get("low", rec.get("high")), "rtt": rtt * scale if rtt else None,
+          "lam": model_levels(lam1, bulk_only(run_dir))}
     return kw
 
 
@@ -105,7 +132,7 @@ def pause_model(kw: dict) -> tuple[float | None, str]:
     if missing:
         return None, "model not computed: the archive lacks " + ", ".join(missing)
     try:
-        params = pm.PauseParams(lam=(kw["lam1"], 1.0), mu1=kw["mu1"], mu2=kw["mu2"], nu=kw["nu"],
+        params = pm.PauseParams(lam=kw["lam"], mu1=kw["mu1"], mu2=kw["mu2"], nu=kw["nu"],
                                 B1=kw["B1"], B2=kw["B2"], T1=kw["T1"], T2=kw["T2"], rtt=kw["rtt"])
         return pm.gain(params)[0], ""
     except InputError as e:

@@ -134,20 +134,35 @@ def test_pause_gain_overlay_uses_the_markov_model(tmp_path):
 
     run = tmp_path / "run"
     summary = write_archive(run)
-    (run / "spec.yaml").write_text("topology:\n  name: pause_chain\n  link_b: {rate: 100pps, buffer: 10pkt}\n")
+    chain = "topology:\n  name: pause_chain\n  link_b: {rate: 100pps, buffer: 10pkt}\n"
+    (run / "spec.yaml").write_text(chain + "flows:\n- {count: 8, cc: reno, workload: {kind: files, size: 80kb}}\n")
     wire, scale = 1526, 10.0
     for p, high in zip(summary["points"], (15, 20)):
         p["pause"] = {"high": high, "low": high, "b2": 20, "scaling": {
-            "scale": scale, "wire_bytes": wire, "link_a_bps": 25 * scale * wire * 8,
+            "scale": scale, "wire_bytes": wire, "link_a_bps": 50 * scale * wire * 8,
             "link_b_bps": 100 * scale * wire * 8, "link_c_bps": 15 * scale * wire * 8,
-            "paused_bps": 2 * scale * wire * 8}}
+            "paused_bps": 2 * scale * wire * 8, "rtt_s": 0.05}}
         p["pause_gain"] = {"metric": "goodput_bps", "percent": 1.5, "ci95": [0.5, 2.5]}
-        p["system"]["rtt_s"] = stat(0.1, 0.01)
+        p["system"]["rtt_s"] = stat(0.1, 0.01)   # the measured smoothed RTT (queueing in it): not the model's
     (run / "summary.json").write_text(json.dumps(summary))
     rows = models.pause_rows(run, summary["points"])
-    expect = pm.gain(pm.PauseParams(lam=(25.0, 1.0), mu1=100, mu2=2, nu=15, B1=10, B2=20, T1=15, T2=15, rtt=1.0))[0]
+    # the configured RTT (0.05 s x 10), N = 2 beside flows with idle times
+    expect = pm.gain(pm.PauseParams(lam=(50.0, 1.0), mu1=100, mu2=2, nu=15, B1=10, B2=20, T1=15, T2=15, rtt=0.5))[0]
     assert rows[0]["model"] == pytest.approx(expect, rel=1e-9)
+    assert rows[0]["model"] != pytest.approx(pm.gain(pm.PauseParams(lam=(50.0, 1.0), T1=15, T2=15, rtt=1.0))[0])
     assert rows[1]["model"] == 0.0  # T1 = B2: PAUSE never fires
+    # always-backlogged flows: N = 3, (λ1, λ1/2, 1), as the paper sets beside them (Fig. 7)
+    (run / "spec.yaml").write_text(chain + "flows:\n- {count: 8, cc: reno}\n")
+    bulk = models.pause_rows(run, summary["points"])
+    assert bulk[0]["kw"]["lam"] == (50.0, 25.0, 1.0)
+    assert bulk[0]["model"] == pytest.approx(pm.gain(pm.PauseParams(lam=(50.0, 25.0, 1.0), T1=15, T2=15,
+                                                                    rtt=0.5))[0], rel=1e-9)
+    # a chain without added delay has no model RTT: no model, and the note says what the archive lacks
+    summary["points"][0]["pause"]["scaling"]["rtt_s"] = 0.0
+    (nodelay,) = models.pause_rows(run, summary["points"][:1])
+    assert nodelay["model"] is None and "rtt" in nodelay["note"]
+    (run / "spec.yaml").write_text(chain + "flows:\n- {count: 8, cc: reno, workload: {kind: files, size: 80kb}}\n")
+    summary["points"][0]["pause"]["scaling"]["rtt_s"] = 0.05
     report(run)
     md = (run / "report" / "report.md").read_text()
     assert f"{expect:+.2f}" in md and "(pause_gain.png)" in md
