@@ -217,9 +217,21 @@ def _models(doc: Doc, run_dir: Path, out_dir: Path, points: list[dict]) -> None:
                     "–" if r["measured"] is None else f"{r['measured']:+.2f}",
                     "–" if not r["ci95"] else f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]",
                     "–" if r["model"] is None else f"{r['model']:+.2f}", r["note"]] for r in prows])
+        doc.p("The model's performance measures (§III-B) beside the measured ones, with PAUSE / without: P1 and P2 "
+              "are node 1's and node 2's drops per arriving packet (measured: their qdisc counters over the "
+              "repetitions), utilisation the throughput over ν (measured: goodput over T_max).")
+        doc.table(["point", "P1 model", "P1 measured", "P2 model", "P2 measured", "utilisation model",
+                   "utilisation measured"],
+                  [[str(r["point"]), *[" / ".join(_share(r["measures"][side].get(k)) for side in ("with", "without"))
+                                       for k in ("model_P1", "P1", "model_P2", "P2", "model_util", "util")]]
+                   for r in prows])
         path = plots.plot_pause(prows, points, out_dir)
         if path is not None:
             doc.img(path, "PAUSE goodput gain: measured against the Markov model")
+
+
+def _share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
 
 
 def report(run_dir: Path, out_dir: Path | None = None, repetition: int = 0) -> Path:

@@ -126,17 +126,19 @@ def markov_params(run_dir: Path, point: dict):
     return kw
 
 
-def pause_model(kw: dict) -> tuple[float | None, str]:
-    """The Markov model's PAUSE gain (percent) for a point's parameters (markov_params), or None and why not."""
+def pause_model(kw: dict) -> tuple[float | None, str, tuple | None]:
+    """The Markov model's PAUSE gain (percent) for a point's parameters (markov_params), a note (why not, when
+    None), and its §III-B measures with and without PAUSE (pause_markov.PauseMeasures, or None)."""
     missing = [k for k, v in kw.items() if v is None]
     if missing:
-        return None, "model not computed: the archive lacks " + ", ".join(missing)
+        return None, "model not computed: the archive lacks " + ", ".join(missing), None
     try:
         params = pm.PauseParams(lam=kw["lam"], mu1=kw["mu1"], mu2=kw["mu2"], nu=kw["nu"],
                                 B1=kw["B1"], B2=kw["B2"], T1=kw["T1"], T2=kw["T2"], rtt=kw["rtt"])
-        return pm.gain(params)[0], ""
+        g, with_, without = pm.gain(params)
+        return g, "", (with_, without)
     except InputError as e:
-        return None, f"model not computed: {e}"
+        return None, f"model not computed: {e}", None
 
 
 def pause_model_gain(run_dir: Path, point: dict) -> float | None:
@@ -145,14 +147,42 @@ def pause_model_gain(run_dir: Path, point: dict) -> float | None:
     return None if kw is None else pause_model(kw)[0]
 
 
+def measured_losses(reps: list[dict]) -> dict[str, float | None]:
+    """P1 and P2 as §III-B defines them (a queue's drops per packet arriving at it), from each repetition's qdisc
+    counters on node 1 (B1) and node 2 (B2), pooled over the repetitions; None where a queue saw no packet."""
+    out = {}
+    for name, q in (("P1", "node1"), ("P2", "node2")):
+        dropped = sent = 0
+        for r in reps:
+            c = ((r.get("pause") or {}).get("queues") or {}).get(q) or {}
+            dropped, sent = dropped + (c.get("dropped") or 0), sent + (c.get("sent_packets") or 0)
+        out[name] = dropped / (dropped + sent) if dropped + sent else None
+    return out
+
+
+def utilisation(point: dict) -> float | None:
+    """Goodput over link C's payload capacity (T_max): the measured counterpart of the model's throughput / ν."""
+    g = ((point.get("system") or {}).get("goodput_bps") or {}).get("mean")
+    t = point.get("t_max_bps")
+    return g / t if g is not None and t else None
+
+
 def pause_rows(run_dir: Path, points: list[dict]) -> list[dict]:
+    """Per PAUSE point: the measured gain beside the model's, and the model's loss probabilities and link C
+    utilisation (§III-B) beside the measured ones, with PAUSE and without it."""
     rows = []
     for p in points:
         kw = markov_params(run_dir, p)
         measured = p.get("pause_gain")
         if kw is None or not measured:
             continue
-        model, note = pause_model(kw)
+        model, note, m = pause_model(kw)
+        base = p.get("without_pause") or {}
+        side = {"with": {**measured_losses(p.get("repetitions") or []), "util": utilisation(p)},
+                "without": {**measured_losses(base.get("repetitions") or []), "util": utilisation(base)}}
+        if m is not None:
+            for key, meas in zip(("with", "without"), m):
+                side[key].update(model_P1=meas.P1, model_P2=meas.P2, model_util=meas.throughput / kw["nu"])
         rows.append({"point": p["index"], "params": p.get("params", {}), "measured": measured.get("percent"),
-                     "ci95": measured.get("ci95"), "model": model, "kw": kw, "note": note})
+                     "ci95": measured.get("ci95"), "model": model, "kw": kw, "note": note, "measures": side})
     return rows
