@@ -204,19 +204,34 @@ def _models(doc: Doc, run_dir: Path, out_dir: Path, points: list[dict]) -> None:
     if prows:
         doc.h(2, "PAUSE gain against the Markov model")
         doc.p("Markov model (study 000 §III) with the measured point's rates in the study's units (the rig's rates "
-              "divided by its scale and by the wire packet size), λ = (λ1, 1), B1 from the spec's link_b buffer, "
-              "B2, T1, T2 from the PAUSE record, RTT = measured mean RTT × scale; the gain compares T1, T2 with "
-              "T1 = B2, as the measurement compares PAUSE on with PAUSE off.")
-        doc.table(["point", "λ1", "μ1", "μ2", "ν", "B1", "B2", "T1", "T2", "RTT s", "measured %", "95 % CI",
+              "divided by its scale and by the wire packet size), λ = (λ1, 1) beside flows with idle times and "
+              "(λ1, λ1/2, 1) beside always-backlogged ones (N as the paper sets it), B1 from the spec's link_b "
+              "buffer, B2, T1, T2 from the PAUSE record, RTT = the configured RTT (topology.rtt, the study's "
+              "time); the gain compares T1, T2 with T1 = B2, as the measurement compares PAUSE on with PAUSE off.")
+        doc.table(["point", "λ1", "N", "μ1", "μ2", "ν", "B1", "B2", "T1", "T2", "RTT s", "measured %", "95 % CI",
                    "model %", "note"],
-                  [[str(r["point"]), *[("–" if r["kw"][k] is None else f"{r['kw'][k]:.4g}")
-                                       for k in ("lam1", "mu1", "mu2", "nu", "B1", "B2", "T1", "T2", "rtt")],
+                  [[str(r["point"]), "–" if r["kw"]["lam1"] is None else f"{r['kw']['lam1']:.4g}",
+                    "–" if r["kw"]["lam"] is None else str(len(r["kw"]["lam"])),
+                    *[("–" if r["kw"][k] is None else f"{r['kw'][k]:.4g}")
+                      for k in ("mu1", "mu2", "nu", "B1", "B2", "T1", "T2", "rtt")],
                     "–" if r["measured"] is None else f"{r['measured']:+.2f}",
                     "–" if not r["ci95"] else f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]",
                     "–" if r["model"] is None else f"{r['model']:+.2f}", r["note"]] for r in prows])
+        doc.p("The model's performance measures (§III-B) beside the measured ones, with PAUSE / without: P1 and P2 "
+              "are node 1's and node 2's drops per arriving packet (measured: their qdisc counters over the "
+              "repetitions), utilisation the throughput over ν (measured: goodput over T_max).")
+        doc.table(["point", "P1 model", "P1 measured", "P2 model", "P2 measured", "utilisation model",
+                   "utilisation measured"],
+                  [[str(r["point"]), *[" / ".join(_share(r["measures"][side].get(k)) for side in ("with", "without"))
+                                       for k in ("model_P1", "P1", "model_P2", "P2", "model_util", "util")]]
+                   for r in prows])
         path = plots.plot_pause(prows, points, out_dir)
         if path is not None:
             doc.img(path, "PAUSE goodput gain: measured against the Markov model")
+
+
+def _share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
 
 
 def report(run_dir: Path, out_dir: Path | None = None, repetition: int = 0) -> Path:

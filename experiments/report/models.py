@@ -76,12 +76,37 @@ def buffer_b1(run_dir: Path, point: dict) -> int | None:
         return None
 
 
+def bulk_only(run_dir: Path) -> bool | None:
+    """Whether every flow of the run's resolved spec.yaml is always backlogged (no workload, or kind bulk);
+    None when the spec cannot be read."""
+    try:
+        flows = (yaml.safe_load((run_dir / "spec.yaml").read_text()) or {}).get("flows")
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(flows, list) or not flows:
+        return None
+    return all(((f or {}).get("workload") or {}).get("kind", "bulk") == "bulk" for f in flows)
+
+
+def model_levels(lam1: float | None, bulk: bool | None) -> tuple[float, ...] | None:
+    """The rate levels the paper sets beside a scenario: N = 2, (λ1, 1), beside flows with idle times (Figs.
+    4-6, Fig. 7's files); N = 3, (λ1, λ1/2, 1), beside always-backlogged flows (Fig. 7: "the more granular input
+    traffic steps in the Markov model follows trends of the simulations without any idle times", λ2 = 25 at
+    λ1 = 50). λ1/2 keeps that ratio at other λ1; λ1 ≤ 2 leaves no room for a middle level, hence N = 2."""
+    if lam1 is None or bulk is None:
+        return None
+    return (lam1, lam1 / 2.0, 1.0) if bulk and lam1 / 2.0 > 1.0 else (lam1, 1.0)
+
+
 def markov_params(run_dir: Path, point: dict):
     """The Markov model's parameters for a measured PAUSE point, in the study's units (packets/s at scale 1),
     with a note of the mapping; None when the point has no PAUSE record.
 
-    λ levels: (λ1, 1) as in every figure of the study (λ1 = link A's rate, λ_N = 1, N = 2). RTT: the point's
-    measured mean RTT times the rig's time scale (the rig runs the study `scale` times faster)."""
+    λ levels: model_levels (λ1 = link A's rate, λ_N = 1; N as the paper sets it beside the point's traffic).
+    RTT: the configured one (topology.rtt, at the study's time scale), as the paper's Fig. 4 puts the added
+    link delay on its axis and into the model. Not the measured smoothed RTT: that adds B2's queueing (up to
+    20 packets at ν, 1.3 s of the study's time) and moved the model's gain at 0.1 s from -0.002 % to +6.2 %.
+    A chain without added delay (rtt 0) has no model RTT: the model is then not computed."""
     rec = point.get("pause")
     sc = (rec or {}).get("scaling") or {}
     if not rec or not sc.get("wire_bytes") or rec.get("high") is None:
@@ -92,24 +117,28 @@ def markov_params(run_dir: Path, point: dict):
     def rate(key):
         return sc[key] / pps if sc.get(key) else None
 
-    rtt = ((point.get("system") or {}).get("rtt_s") or {}).get("mean")
-    kw = {"lam1": rate("link_a_bps"), "mu1": rate("link_b_bps"), "nu": rate("link_c_bps"),
+    rtt = sc.get("rtt_s")   # the configured RTT / scale of this point (pause_chain's scaling())
+    lam1 = rate("link_a_bps")
+    kw = {"lam1": lam1, "mu1": rate("link_b_bps"), "nu": rate("link_c_bps"),
           "mu2": rate("paused_bps"), "B1": buffer_b1(run_dir, point), "B2": rec.get("b2"), "T1": rec.get("high"),
-          "T2": rec.get("low", rec.get("high")), "rtt": None if rtt is None else rtt * scale}
+          "T2": rec.get("low", rec.get("high")), "rtt": rtt * scale if rtt else None,
+          "lam": model_levels(lam1, bulk_only(run_dir))}
     return kw
 
 
-def pause_model(kw: dict) -> tuple[float | None, str]:
-    """The Markov model's PAUSE gain (percent) for a point's parameters (markov_params), or None and why not."""
+def pause_model(kw: dict) -> tuple[float | None, str, tuple | None]:
+    """The Markov model's PAUSE gain (percent) for a point's parameters (markov_params), a note (why not, when
+    None), and its §III-B measures with and without PAUSE (pause_markov.PauseMeasures, or None)."""
     missing = [k for k, v in kw.items() if v is None]
     if missing:
-        return None, "model not computed: the archive lacks " + ", ".join(missing)
+        return None, "model not computed: the archive lacks " + ", ".join(missing), None
     try:
-        params = pm.PauseParams(lam=(kw["lam1"], 1.0), mu1=kw["mu1"], mu2=kw["mu2"], nu=kw["nu"],
+        params = pm.PauseParams(lam=kw["lam"], mu1=kw["mu1"], mu2=kw["mu2"], nu=kw["nu"],
                                 B1=kw["B1"], B2=kw["B2"], T1=kw["T1"], T2=kw["T2"], rtt=kw["rtt"])
-        return pm.gain(params)[0], ""
+        g, with_, without = pm.gain(params)
+        return g, "", (with_, without)
     except InputError as e:
-        return None, f"model not computed: {e}"
+        return None, f"model not computed: {e}", None
 
 
 def pause_model_gain(run_dir: Path, point: dict) -> float | None:
@@ -118,14 +147,42 @@ def pause_model_gain(run_dir: Path, point: dict) -> float | None:
     return None if kw is None else pause_model(kw)[0]
 
 
+def measured_losses(reps: list[dict]) -> dict[str, float | None]:
+    """P1 and P2 as §III-B defines them (a queue's drops per packet arriving at it), from each repetition's qdisc
+    counters on node 1 (B1) and node 2 (B2), pooled over the repetitions; None where a queue saw no packet."""
+    out = {}
+    for name, q in (("P1", "node1"), ("P2", "node2")):
+        dropped = sent = 0
+        for r in reps:
+            c = ((r.get("pause") or {}).get("queues") or {}).get(q) or {}
+            dropped, sent = dropped + (c.get("dropped") or 0), sent + (c.get("sent_packets") or 0)
+        out[name] = dropped / (dropped + sent) if dropped + sent else None
+    return out
+
+
+def utilisation(point: dict) -> float | None:
+    """Goodput over link C's payload capacity (T_max): the measured counterpart of the model's throughput / ν."""
+    g = ((point.get("system") or {}).get("goodput_bps") or {}).get("mean")
+    t = point.get("t_max_bps")
+    return g / t if g is not None and t else None
+
+
 def pause_rows(run_dir: Path, points: list[dict]) -> list[dict]:
+    """Per PAUSE point: the measured gain beside the model's, and the model's loss probabilities and link C
+    utilisation (§III-B) beside the measured ones, with PAUSE and without it."""
     rows = []
     for p in points:
         kw = markov_params(run_dir, p)
         measured = p.get("pause_gain")
         if kw is None or not measured:
             continue
-        model, note = pause_model(kw)
+        model, note, m = pause_model(kw)
+        base = p.get("without_pause") or {}
+        side = {"with": {**measured_losses(p.get("repetitions") or []), "util": utilisation(p)},
+                "without": {**measured_losses(base.get("repetitions") or []), "util": utilisation(base)}}
+        if m is not None:
+            for key, meas in zip(("with", "without"), m):
+                side[key].update(model_P1=meas.P1, model_P2=meas.P2, model_util=meas.throughput / kw["nu"])
         rows.append({"point": p["index"], "params": p.get("params", {}), "measured": measured.get("percent"),
-                     "ci95": measured.get("ci95"), "model": model, "kw": kw, "note": note})
+                     "ci95": measured.get("ci95"), "model": model, "kw": kw, "note": note, "measures": side})
     return rows

@@ -134,23 +134,55 @@ def test_pause_gain_overlay_uses_the_markov_model(tmp_path):
 
     run = tmp_path / "run"
     summary = write_archive(run)
-    (run / "spec.yaml").write_text("topology:\n  name: pause_chain\n  link_b: {rate: 100pps, buffer: 10pkt}\n")
+    chain = "topology:\n  name: pause_chain\n  link_b: {rate: 100pps, buffer: 10pkt}\n"
+    (run / "spec.yaml").write_text(chain + "flows:\n- {count: 8, cc: reno, workload: {kind: files, size: 80kb}}\n")
     wire, scale = 1526, 10.0
     for p, high in zip(summary["points"], (15, 20)):
         p["pause"] = {"high": high, "low": high, "b2": 20, "scaling": {
-            "scale": scale, "wire_bytes": wire, "link_a_bps": 25 * scale * wire * 8,
+            "scale": scale, "wire_bytes": wire, "link_a_bps": 50 * scale * wire * 8,
             "link_b_bps": 100 * scale * wire * 8, "link_c_bps": 15 * scale * wire * 8,
-            "paused_bps": 2 * scale * wire * 8}}
+            "paused_bps": 2 * scale * wire * 8, "rtt_s": 0.05}}
         p["pause_gain"] = {"metric": "goodput_bps", "percent": 1.5, "ci95": [0.5, 2.5]}
-        p["system"]["rtt_s"] = stat(0.1, 0.01)
+        p["system"]["rtt_s"] = stat(0.1, 0.01)   # the measured smoothed RTT (queueing in it): not the model's
+        # node 1 dropped 10 of 400 arrivals over two repetitions, node 2 none; the baseline: node 2 dropped 30 of 300
+        p["repetitions"] = [{"rep": r, "pause": {"queues": {"node1": {"dropped": 5, "sent_packets": 195},
+                                                            "node2": {"dropped": 0, "sent_packets": 190}}}}
+                            for r in range(2)]
+        p["without_pause"] = {"system": {"goodput_bps": stat(0.5 * p["t_max_bps"], 0.01)}, "t_max_bps": p["t_max_bps"],
+                              "repetitions": [{"rep": 0, "pause": {"queues": {
+                                  "node1": {"dropped": 0, "sent_packets": 300},
+                                  "node2": {"dropped": 30, "sent_packets": 270}}}}]}
     (run / "summary.json").write_text(json.dumps(summary))
     rows = models.pause_rows(run, summary["points"])
-    expect = pm.gain(pm.PauseParams(lam=(25.0, 1.0), mu1=100, mu2=2, nu=15, B1=10, B2=20, T1=15, T2=15, rtt=1.0))[0]
+    # the configured RTT (0.05 s x 10), N = 2 beside flows with idle times
+    expect = pm.gain(pm.PauseParams(lam=(50.0, 1.0), mu1=100, mu2=2, nu=15, B1=10, B2=20, T1=15, T2=15, rtt=0.5))[0]
     assert rows[0]["model"] == pytest.approx(expect, rel=1e-9)
+    assert rows[0]["model"] != pytest.approx(pm.gain(pm.PauseParams(lam=(50.0, 1.0), T1=15, T2=15, rtt=1.0))[0])
     assert rows[1]["model"] == 0.0  # T1 = B2: PAUSE never fires
+    # §III-B beside the measurement: the loss probabilities per queue and link C's utilisation, both sides
+    _, with_, without = pm.gain(pm.PauseParams(lam=(50.0, 1.0), T1=15, T2=15, rtt=0.5))
+    side = rows[0]["measures"]
+    assert side["with"]["P1"] == pytest.approx(10 / 400) and side["with"]["P2"] == 0.0
+    assert side["without"]["P2"] == pytest.approx(0.1) and side["without"]["util"] == pytest.approx(0.5)
+    assert side["with"]["model_P1"] == pytest.approx(with_.P1) and side["without"]["model_P2"] == pytest.approx(
+        without.P2)
+    assert side["without"]["model_util"] == pytest.approx(without.throughput / 15)
+    # always-backlogged flows: N = 3, (λ1, λ1/2, 1), as the paper sets beside them (Fig. 7)
+    (run / "spec.yaml").write_text(chain + "flows:\n- {count: 8, cc: reno}\n")
+    bulk = models.pause_rows(run, summary["points"])
+    assert bulk[0]["kw"]["lam"] == (50.0, 25.0, 1.0)
+    assert bulk[0]["model"] == pytest.approx(pm.gain(pm.PauseParams(lam=(50.0, 25.0, 1.0), T1=15, T2=15,
+                                                                    rtt=0.5))[0], rel=1e-9)
+    # a chain without added delay has no model RTT: no model, and the note says what the archive lacks
+    summary["points"][0]["pause"]["scaling"]["rtt_s"] = 0.0
+    (nodelay,) = models.pause_rows(run, summary["points"][:1])
+    assert nodelay["model"] is None and "rtt" in nodelay["note"]
+    (run / "spec.yaml").write_text(chain + "flows:\n- {count: 8, cc: reno, workload: {kind: files, size: 80kb}}\n")
+    summary["points"][0]["pause"]["scaling"]["rtt_s"] = 0.05
     report(run)
     md = (run / "report" / "report.md").read_text()
     assert f"{expect:+.2f}" in md and "(pause_gain.png)" in md
+    assert f"| 0 | {with_.P1:.3f} / {without.P1:.3f} | 0.025 / 0.000 |" in md
     assert (run / "report" / "pause_gain.png").read_bytes()[:4] == b"\x89PNG"
 
 
