@@ -17,10 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .claims import JAIN, Bound, Claim, Compare, Quantity, Ratio, SameTrend, Trend, Within, quantities
+from .claims import (JAIN, MODEL_METRICS, Bound, Claim, Compare, Quantity, Ratio, SameTrend, Trend, Within,
+                     quantities)
 from .claims import Diff as DiffExpr
 from .samples import Estimate, NotRun, constant, diff, fmt, from_reps, ratio, scale, usable
 from .sequential import Design, Judgement, Rule, judge
+from .throughput import gaimd_bps
 
 VERDICTS = ("holds", "fails", "no-difference", "undecided", "not-applicable")
 __all__ = ["Archive", "NotRun", "Verdict", "VERDICTS", "evaluate", "same_param"]
@@ -100,6 +102,8 @@ class Archive:
             get = lambda r: _mean(r["system"].get(q.metric))
         elif "." in q.metric:
             get = lambda r: _agg([_workload(r, i, q.metric) for i in flows], q.agg)
+        elif q.metric in MODEL_METRICS:   # Eq. 1 at each flow's own loss, throughput and RTT in that repetition
+            get = lambda r: _agg([_gaimd(r["flows"][i], q.law) for i in flows], q.agg)
         elif q.metric in JAIN:   # over a subset of the flows: their index within each repetition
             get = lambda r: _jain([_mean(r["flows"][i].get(JAIN[q.metric])) for i in flows])
         else:
@@ -163,6 +167,15 @@ def _jain(xs: list[float | None]) -> float | None:
     if not xs or any(x is None for x in xs) or not any(xs):
         return None
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
+
+
+def _gaimd(flow: dict, law) -> float | None:
+    """Study 001's Eq. 1 for one flow of one repetition (analysis/throughput.gaimd_bps); None without its inputs
+    or without a loss (Eq. 1 then says nothing), which leaves the repetition out with that reason."""
+    loss, thr, rtt = (_mean(flow.get(k)) for k in ("loss", "throughput_bps", "rtt_s"))
+    if loss is None or thr is None or not rtt:
+        return None
+    return gaimd_bps(loss, thr, rtt, law.alpha, law.beta)
 
 
 def _workload(rep: dict, flow: int, metric: str) -> float | None:
