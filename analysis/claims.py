@@ -17,8 +17,9 @@ from . import metric_table
 FLOW_METRICS = tuple(metric_table.names("flow"))
 SYSTEM_METRICS = tuple(metric_table.names("system"))
 PAUSE_METRICS = ("pause_gain", "pause_model_gain")
-# study 001's Eq. 1 for each named flow at its own measured loss, throughput and RTT in the same repetition
-# (analysis/throughput.gaimd_bps), in bit/s like throughput_bps: the quantity names the law's (alpha, beta)
+# study 001's Eq. 1 for each named flow at the same repetition's measured loss (the system's, per packet offered)
+# and the flow's own throughput and RTT (analysis/throughput.gaimd_bps), in bit/s like throughput_bps: the
+# quantity names the law's (alpha, beta)
 MODEL_METRICS = ("gaimd_bps",)
 # Jain's index over the named flows only: over their mean goodput (jain) or throughput (jain_throughput)
 JAIN = {"jain": "goodput_bps", "jain_throughput": "throughput_bps"}

@@ -29,10 +29,10 @@ usual constant is √(3/2) ≈ 1.22 for one ACK per packet (√(3/(2b)) with b p
 Eq. 1's p is a loss *event* rate: the window is cut once however many of its packets were lost. TCP_INFO counts
 lost segments, not events, so `loss_event_rate` turns a measured segment loss ratio into events per packet for
 independent (Bernoulli) losses: a window of W packets holds at least one loss with chance 1 − (1 − p)^W, one event
-per such window, so (1 − (1 − p)^W) / W events per packet. `gaimd_bps` evaluates Eq. 1 for one flow from what one
-repetition measured of it (its loss ratio, throughput and smoothed RTT) with Linux's timeout: RTO = SRTT + at least
-tcp_rto_min (200 ms), so T0 = RTT + 0.2 s; b = 1 because Linux grows the window per segment acknowledged, not per
-ACK, so a delayed ACK does not slow the increase.
+per such window, so (1 − (1 − p)^W) / W events per packet. `gaimd_bps` evaluates Eq. 1 for one flow from what
+one repetition measured (the loss ratio on its path, its throughput and smoothed RTT) with Linux's timeout:
+RTO = SRTT + at least tcp_rto_min (200 ms), so T0 = RTT + 0.2 s; b = 1 because Linux grows the window per segment
+acknowledged, not per ACK, so a delayed ACK does not slow the increase.
 """
 from __future__ import annotations
 
@@ -115,8 +115,8 @@ def loss_event_rate(loss: float, window: float) -> float:
 
 def gaimd_bps(loss: float, throughput_bps: float, rtt: float, alpha: float, beta: float, mss: int = 1448,
               rto_min: float = LINUX_RTO_MIN_S) -> float | None:
-    """Eq. 1's sending rate in bit/s of payload for one flow at its own measured segment loss ratio, throughput
-    (payload sent, bit/s) and smoothed RTT; None where Eq. 1 says nothing (no loss: the flow was not
+    """Eq. 1's sending rate in bit/s of payload for one flow at a measured segment loss ratio on its path, its
+    throughput (payload sent, bit/s) and smoothed RTT; None where Eq. 1 says nothing (no loss: the flow was not
     loss-limited)."""
     if loss <= 0.0:
         return None
