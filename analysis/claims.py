@@ -17,16 +17,27 @@ from . import metric_table
 FLOW_METRICS = tuple(metric_table.names("flow"))
 SYSTEM_METRICS = tuple(metric_table.names("system"))
 PAUSE_METRICS = ("pause_gain", "pause_model_gain")
+# study 001's Eq. 1 for each named flow at the same repetition's measured loss (the system's, per packet offered)
+# and the flow's own throughput and RTT (analysis/throughput.gaimd_bps), in bit/s like throughput_bps: the
+# quantity names the law's (alpha, beta)
+MODEL_METRICS = ("gaimd_bps",)
 # Jain's index over the named flows only: over their mean goodput (jain) or throughput (jain_throughput)
 JAIN = {"jain": "goodput_bps", "jain_throughput": "throughput_bps"}
+
+
+class Law(BaseModel):
+    """A TCP(alpha, beta) law for the gaimd_bps model quantity."""
+    model_config = ConfigDict(extra="forbid")
+    alpha: float = Field(gt=0)
+    beta: float = Field(gt=0, lt=1)
 
 
 class Quantity(BaseModel):
     """One number of one point: {spec, at, flows, metric, agg, share} (see the module's docstring).
 
-    `metric` is a summary metric, a PAUSE gain, or a workload's own record as KIND.KEY[.STAT] (e.g.
+    `metric` is a summary metric, a PAUSE gain, a workload's own record as KIND.KEY[.STAT] (e.g.
     `interactive.latency_s.mean`: the per-message latency the interactive workload measures, averaged over the
-    selected flows and the point's repetitions)."""
+    selected flows and the point's repetitions), or `gaimd_bps` with `law` (Eq. 1 of study 001 per flow)."""
     model_config = ConfigDict(extra="forbid")
     spec: str
     at: dict[str, Any] = {}
@@ -35,10 +46,16 @@ class Quantity(BaseModel):
     metric: str = "goodput_bps"
     agg: Literal["mean", "sum"] = "mean"
     share: bool = False
+    law: Law | None = None   # gaimd_bps's (alpha, beta)
 
     def problem(self) -> str | None:
         """What is wrong with the metric for this selection, or None."""
         m = self.metric
+        if (m in MODEL_METRICS) != (self.law is not None):
+            return (f"{m} needs law: {{alpha, beta}}" if m in MODEL_METRICS
+                    else f"law belongs to {', '.join(MODEL_METRICS)} only")
+        if m in MODEL_METRICS:
+            return None if self.flows != "system" else f"{m} is per flow: name the flows"
         if "." in m:
             return None if self.flows != "system" else "a workload's record belongs to flows: name them"
         if m in PAUSE_METRICS:

@@ -25,6 +25,14 @@ Padhye et al. (SIGCOMM 1998) approximate model, i.e. GAIMD with α = 1, β = 1/2
 
 Mathis et al. / study 002 Eq. 5: λ = c·s / (R·√p). The seed omits c's value ("commonly approximated as."); the
 usual constant is √(3/2) ≈ 1.22 for one ACK per packet (√(3/(2b)) with b packets per ACK), the default here.
+
+Eq. 1's p is a loss *event* rate: the window is cut once however many of its packets were lost. TCP_INFO counts
+lost segments, not events, so `loss_event_rate` turns a measured segment loss ratio into events per packet for
+independent (Bernoulli) losses: a window of W packets holds at least one loss with chance 1 − (1 − p)^W, one event
+per such window, so (1 − (1 − p)^W) / W events per packet. `gaimd_bps` evaluates Eq. 1 for one flow from what
+one repetition measured (the loss ratio on its path, its throughput and smoothed RTT) with Linux's timeout:
+RTO = SRTT + at least tcp_rto_min (200 ms), so T0 = RTT + 0.2 s; b = 1 because Linux grows the window per segment
+acknowledged, not per ACK, so a delayed ACK does not slow the increase.
 """
 from __future__ import annotations
 
@@ -88,3 +96,30 @@ def mathis(p: float, rtt: float, segment: float = 1.0, c: float = MATHIS_C) -> f
     if not (c > 0):
         raise field_error("c", c, "a positive constant (√(3/2) ≈ 1.22 is usual)")
     return c * segment / (rtt * math.sqrt(p))
+
+
+LINUX_RTO_MIN_S = 0.2   # tcp_rto_min: Linux's RTO is SRTT plus at least this (the rttvar term's floor)
+
+
+def loss_event_rate(loss: float, window: float) -> float:
+    """Loss events per packet from a segment loss ratio and the window in packets, losses independent (see the
+    module's docstring); a window under one packet makes every loss an event of its own."""
+    if not (0.0 <= loss <= 1.0):
+        raise field_error("loss", loss, "a segment loss ratio in [0, 1]")
+    if not (window >= 0 and math.isfinite(window)):
+        raise field_error("window", window, "a window ≥ 0 in packets")
+    if window <= 1.0 or loss == 0.0:
+        return loss
+    return (1.0 - (1.0 - loss) ** window) / window
+
+
+def gaimd_bps(loss: float, throughput_bps: float, rtt: float, alpha: float, beta: float, mss: int = 1448,
+              rto_min: float = LINUX_RTO_MIN_S) -> float | None:
+    """Eq. 1's sending rate in bit/s of payload for one flow at a measured segment loss ratio on its path, its
+    throughput (payload sent, bit/s) and smoothed RTT; None where Eq. 1 says nothing (no loss: the flow was not
+    loss-limited)."""
+    if loss <= 0.0:
+        return None
+    window = throughput_bps * rtt / (8.0 * mss)
+    p = loss_event_rate(loss, window)
+    return gaimd(p, rtt, rtt + rto_min, 1.0, alpha, beta) * mss * 8.0

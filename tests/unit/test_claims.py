@@ -218,3 +218,36 @@ def test_a_metric_that_does_not_fit_its_selection_is_named():
     assert Quantity(spec="x", flows=[0, 1], metric="jain").problem() is None
     assert Quantity(spec="x", metric="pause_gain").problem() is None
     assert "system's" in Quantity(spec="x", flows=[0], metric="pause_gain").problem()
+
+
+def test_eq1_per_repetition_at_the_repetitions_loss_and_each_flows_own_rtt():
+    from ccrig.analysis.throughput import gaimd_bps
+    # two standard flows at 0.4 s and 0.5 s; the repetition's loss per packet offered 1 %, 1.1 %, 1.2 %; the flows'
+    # own `loss` (a mean of interval ratios, inflated by intervals in a timeout) is not what Eq. 1 reads
+    loss = [0.01, 0.011, 0.012]
+    flows = [("ab_standard", {"loss": [0.05] * 3, "throughput_bps": [350e3, 340e3, 330e3],
+                              "rtt_s": [0.40, 0.41, 0.42]}),
+             ("ab_standard", {"loss": [0.07] * 3, "throughput_bps": [250e3, 240e3, 230e3],
+                              "rtt_s": [0.50, 0.51, 0.52]})]
+    a = Archive({"per": [point(0, {"per": 0.01}, {"goodput_bps": around(9.0), "loss": loss}, flows)]})
+    model = {"spec": "per", "flows": {"cc": "ab_standard"}, "metric": "gaimd_bps", "law": {"alpha": 1, "beta": 0.5}}
+    measured = {"spec": "per", "flows": {"cc": "ab_standard"}, "metric": "throughput_bps"}
+    v = evaluate(claim({"kind": "within", "value": 1.0, "tol": 0.5, "q": {"ratio": [measured, model]}}), a)
+    want = [(sum(m["throughput_bps"][r] for _, m in flows) / 2)
+            / (sum(gaimd_bps(loss[r], m["throughput_bps"][r], m["rtt_s"][r], 1, 0.5) for _, m in flows) / 2)
+            for r in range(3)]
+    assert v.values["q"]["mean"] == pytest.approx(sum(want) / 3, rel=1e-9)
+    assert v.verdict in ("holds", "fails", "undecided")
+    # a repetition that lost nothing has no Eq. 1 value: left out with the reason
+    loss[2] = 0.0
+    a = Archive({"per": [point(0, {"per": 0.01}, {"goodput_bps": around(9.0), "loss": loss}, flows)]})
+    v = evaluate(claim({"kind": "within", "value": 1.0, "tol": 0.5, "q": {"ratio": [measured, model]}}), a)
+    assert v.values["q"]["n"] == 2 and any("gaimd_bps" in e["reason"] for e in v.excluded)
+
+
+def test_the_model_metric_needs_its_law_and_named_flows():
+    from ccrig.analysis.claims import Quantity
+    assert "needs law" in Quantity(spec="x", flows=[0], metric="gaimd_bps").problem()
+    assert "per flow" in Quantity(spec="x", metric="gaimd_bps", law={"alpha": 1, "beta": 0.5}).problem()
+    assert "only" in Quantity(spec="x", flows=[0], metric="loss", law={"alpha": 1, "beta": 0.5}).problem()
+    assert Quantity(spec="x", flows={"cc": "a"}, metric="gaimd_bps", law={"alpha": 1, "beta": 0.5}).problem() is None

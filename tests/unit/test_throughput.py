@@ -61,3 +61,25 @@ def test_mathis():
 def test_bad_input_names_the_field(call, field):
     with pytest.raises(InputError, match=rf"^{field}: got .*; expected "):
         call()
+
+
+def test_loss_event_rate_counts_one_event_per_window_with_a_loss():
+    # by hand: W = 10, p = 0.01: 1 - 0.99^10 = 0.0956 of the windows hold a loss, one event per 10 packets each
+    assert tp.loss_event_rate(0.01, 10) == pytest.approx((1 - 0.99 ** 10) / 10, rel=1e-12)
+    assert tp.loss_event_rate(0.01, 10) < 0.01   # two losses in one window are one event
+    assert tp.loss_event_rate(0.3, 0.5) == 0.3 and tp.loss_event_rate(0.0, 10) == 0.0
+    # against counting: independent losses in windows of 8 packets, an event per window that lost any
+    import random
+    rng, p, w, windows = random.Random(1), 0.05, 8, 40000
+    events = sum(any(rng.random() < p for _ in range(w)) for _ in range(windows))
+    assert tp.loss_event_rate(p, w) == pytest.approx(events / (windows * w), rel=0.03)
+
+
+def test_gaimd_bps_is_eq1_at_the_flows_own_loss_event_rate_and_rtt():
+    # 1 % segment loss, 12 packets a 0.4 s RTT: p = loss_event_rate(0.01, 12), T0 = 0.6 s, b = 1
+    thr = 12 * 1448 * 8 / 0.4
+    want = tp.gaimd(tp.loss_event_rate(0.01, 12), 0.4, 0.6, 1.0, 1.25, 0.25) * 1448 * 8
+    assert tp.gaimd_bps(0.01, thr, 0.4, 1.25, 0.25) == pytest.approx(want, rel=1e-12)
+    assert tp.gaimd_bps(0.0, thr, 0.4, 1.0, 0.5) is None   # no loss: Eq. 1 says nothing
+    with pytest.raises(InputError, match="loss"):
+        tp.loss_event_rate(1.5, 3)
