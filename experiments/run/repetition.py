@@ -2,7 +2,8 @@
 
     record = run(Unit(point, rep, out, prefix, laws, ...), Lent(commands, publish, tick))
 
-      the testbed up -> the links' conditions (BPF loss, events) -> the senders' TCP settings -> PAUSE
+      the testbed up -> the links' conditions (BPF loss, events) -> the senders' TCP settings -> the paths'
+        neighbours (one ping each) -> PAUSE
         -> the measurement (measurement.py): capture and queue monitor, servers, samplers, senders at their
            start, every interval's counters -> metrics -> its folder and the publish hook
       every part is entered into one exit stack as it is set up, so the teardown is automatic and in reverse
@@ -29,6 +30,7 @@ from ccrig.topologies.testbed import Testbed
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.events.conditions import LinkConditions
 from ccrig.experiments.run import pause_run, signals
+from ccrig.experiments.run.fidelity import configured_rtt
 from ccrig.experiments.run.measurement import Measurement
 from ccrig.experiments.run.preflight import delay_via, loss_by_netem, netem_here
 from ccrig.experiments.run.sender_tcp import SenderTcp
@@ -148,6 +150,8 @@ def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, S
     sender_tcp = SenderTcp(testbed, [(i, f, *pairs[i]) for i, f in enumerate(exp.flow_list())])
     parts.add("the senders' TCP settings", sender_tcp.restore)
     setup = {"sender_tcp": sender_tcp.apply(), "links": {**links.describe(), "delay": delayline.describe(topo, via)}}
+    # the path's neighbours resolved before any SYN: its RTT sample is the path's, not the path's plus ARP's
+    testbed.resolve_neighbours(pairs, 2 * max(configured_rtt(topo, s, r) for s, r in pairs) + 1)
     pause = pause_run.PauseRun.of(exp, topo, testbed, commands, unit.out)
     if pause is not None:
         parts.add("PAUSE", pause.stop)
