@@ -1,7 +1,8 @@
 """The delay line (topologies/delayline) on this kernel, which has no sch_netem: the RTT that ping and TCP measure is
 the configured one within 0.2 ms, four lines side by side as one alone; frames leave in order; a killed run's lines
-are found and removed by `ccrig clean`; Ctrl-C leaves nothing."""
+are found and removed by `ccrig clean`; Ctrl-C leaves nothing; a flow's handshake sees the path, not ARP across it."""
 import contextlib
+import csv
 import json
 import os
 import signal
@@ -172,3 +173,30 @@ def test_a_killed_or_interrupted_run_leaves_no_line(ccrig, how):
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
         subprocess.run([*CCRIG, "clean", "--prefix", f"ccrig-{run.pid}-"], cwd=ROOT, capture_output=True, timeout=120)
+
+
+def test_a_flows_handshake_sees_the_path_not_an_arp_exchange(ccrig):
+    """Each path's neighbours are resolved (one ping) before any flow connects: a flow's first RTT sample, its
+    handshake's, is the configured RTT, not that plus an ARP exchange across the delayed access link (another
+    whole round trip of it); TCP's min RTT, which the delay check reads, keeps that sample."""
+    rtt = 0.2
+    # files: a workload with no control connection of its own (iperf3's would make the entries before its flow)
+    spec = dumbbell([{"cc": "reno", "workload": {"kind": "files", "size": "80kb", "idle": "100ms"}}] * 2,
+                    duration="3s", warmup=1, repetitions=1)
+    spec["topology"].update(rtt=f"{rtt * 1e3:g}ms", pairs=2)
+    spec["delay"] = {"via": "line"}
+    p = ccrig.run(spec)
+    assert p.returncode == 0, p.stderr
+    (run,) = (ccrig.tmp / "runs").iterdir()
+    log = (run / "commands.log").read_text()
+    assert log.index(" ping -n -q -c 1") < log.index("filexfer.py send"), "no ping before the flows"
+    first: dict[str, float] = {}
+    with open(run / "points/000/rep0/trace.csv") as f:
+        for row in csv.DictReader(f):
+            if row["srtt_s"] not in ("", "0", "0.0"):
+                first.setdefault(row["flow"], float(row["srtt_s"]))
+    # the handshake's packets are small: its RTT is the configured one plus well under a millisecond
+    assert len(first) == 2 and all(rtt - TOL_S <= s <= rtt + 1e-3 for s in first.values()), first
+    # and the delay check, which reads TCP's min RTT, finds each flow's within its bounds
+    delay = json.loads((run / "points/000/rep0/repetition.json").read_text())["fidelity"]["delay"]
+    assert len(delay["flows"]) == 2 and all(f["ok"] for f in delay["flows"]), delay
