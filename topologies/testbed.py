@@ -178,12 +178,16 @@ class Testbed(ABC):
         itself is not needed (random loss may drop it): the requests' ARP exchanges leave the entries both ways."""
         procs = [self.popen(src, ["ping", "-n", "-q", "-c", "1", "-W", str(max(1, math.ceil(wait_s))),
                                   self.address(dst)]) for src, dst in sorted(set(pairs))]
-        for p in procs:
-            try:
+        try:
+            for p in procs:
                 p.wait(timeout=wait_s + 30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        except subprocess.TimeoutExpired:
+            pass
+        finally:   # on a timeout or a Ctrl-C too: no ping outlives this
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
 
     def end(self, node: str, proc: subprocess.Popen) -> None:
         """Asks a command popen() started to finish (SIGTERM), so it can still report before it exits."""
