@@ -3,7 +3,7 @@
     record = run(Unit(point, rep, out, prefix, laws, ...), Lent(commands, publish, tick))
 
       the testbed up -> the links' conditions (BPF loss, events) -> the senders' TCP settings -> the paths'
-        neighbours (one ping each) -> PAUSE
+        delayed neighbours (one ping each) -> PAUSE
         -> the measurement (measurement.py): capture and queue monitor, servers, samplers, senders at their
            start, every interval's counters -> metrics -> its folder and the publish hook
       every part is entered into one exit stack as it is set up, so the teardown is automatic and in reverse
@@ -151,7 +151,10 @@ def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, S
     parts.add("the senders' TCP settings", sender_tcp.restore)
     setup = {"sender_tcp": sender_tcp.apply(), "links": {**links.describe(), "delay": delayline.describe(topo, via)}}
     # the path's neighbours resolved before any SYN: its RTT sample is the path's, not the path's plus ARP's
-    testbed.resolve_neighbours(pairs, 2 * max(configured_rtt(topo, s, r) for s, r in pairs) + 1)
+    # (only where delay is added: elsewhere ARP costs the SYN microseconds, and the delay check reads no RTT)
+    delayed = {pair: rtt for pair in set(pairs) if (rtt := configured_rtt(topo, *pair)) > 0}
+    if delayed:
+        testbed.resolve_neighbours(list(delayed), 2 * max(delayed.values()) + 1)
     pause = pause_run.PauseRun.of(exp, topo, testbed, commands, unit.out)
     if pause is not None:
         parts.add("PAUSE", pause.stop)
