@@ -63,7 +63,11 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                                              "1h30m): after the first pass, more repetitions where claims are "
                                              "undecided, look after look, until every claim is decided, the "
                                              "budget is spent or the last look (3) is taken; the error rate "
-                                             "stays 5 % per claim over the looks")):
+                                             "stays 5 % per claim over the looks"),
+        seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**31 - 1,
+                                           help="every spec's seed (the order of its pairs, a workload's random "
+                                           "times) instead of the spec's own: a second run of a study with "
+                                           "another (the kernel's random losses are never the same twice)")):
     """Run a study: all its specs (those that need the vm testbed in one guest), k0 repetitions of every point
     (the study's k0, else 3), then its claims table; with --budget, more repetitions where claims are undecided."""
     from ccrig.experiments.run.study import report as write_report, run as run_study  # lazy: the runner (numpy, scipy)
@@ -75,7 +79,7 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
         study_dir = run_study(name, out, quick=quick, resume=resume, prometheus=prometheus,
                               prometheus_root=prometheus_dir, progress=progress, only=_specs(specs), testbed=testbed,
                               say=lambda line: console.print(line, markup=False), jobs=parse_jobs(jobs),
-                              budget=None if budget is None else parse_budget(budget))
+                              budget=None if budget is None else parse_budget(budget), seed=seed)
     except RunError as e:
         # a failed spec leaves the others' results: their claims are judged all the same (the failed spec's
         # claims are not applicable), then the failure is said

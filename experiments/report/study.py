@@ -110,8 +110,8 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
     out = study_dir / "claims.md"
     out.write_text("\n".join(lines) + "\n")
     (study_dir / "claims.json").write_text(json.dumps({
-        "study": study["name"], "started": state.get("started"), "quick": bool(state.get("quick")),
-        "study_sha256": state.get("study_sha256"), "judged_study_sha256": state.get("judged_study_sha256"),
+        "study": study["name"], **{k: state.get(k) for k in ("started", "seed", "host_kernel", "study_sha256",
+                                                           "judged_study_sha256")}, "quick": bool(state.get("quick")),
         "error_rate": error, "counts": counts, "claims": results, "loop": loop,
         # every repetition some claim left out, once, with its reason: the ones the engine runs again
         "excluded": [dict(t) for t in dict.fromkeys(tuple(e.items()) for r in results

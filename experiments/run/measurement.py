@@ -251,7 +251,9 @@ class Measurement:
                                    exp.ci)
         # each flow's least RTT from its data packets, held to the physical floor (summary.data_min_rtt)
         for e, f in zip(entry["flows"], flows):
-            e["data_min_rtt_s"] = summary.data_min_rtt(self.sampler_of[f.sender_key].snapshot(f.sender_key), a, b)
+            trace = self.sampler_of[f.sender_key].snapshot(f.sender_key)
+            e["data_min_rtt_s"] = summary.data_min_rtt(trace, a, b)
+            e["handshake_retransmitted"] = summary.handshake_retransmitted(trace)
         busy = ((entry["system"].get("throughput_bps") or {}).get("mean") or 0.0) >= summary.BUSY * t_max
         entry["min_rtt_floor_s"] = summary.min_rtt_floor(exp.topology, self.topo.wire, self.rate if busy else 0.0)
         entry["measurement_problems"] += summary.min_rtt_problems(entry, entry["min_rtt_floor_s"])

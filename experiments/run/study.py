@@ -128,13 +128,13 @@ def spec_path(folder: Path, spec: str) -> Path:
     return folder / "specs" / f"{spec}.yaml"
 
 
-def resolved(folder: Path, study: Study, entry: SpecEntry, quick: bool, testbed: str | None = None
-             ) -> tuple[Path, dict, specmod.Experiment]:
+def resolved(folder: Path, study: Study, entry: SpecEntry, quick: bool, testbed: str | None = None,
+             seed: int | None = None) -> tuple[Path, dict, specmod.Experiment]:
     """A spec as the study runs it. --quick: the study's `quick` settings and the spec's own (any spec path,
     as --set takes them), one repetition, and only the first value of every swept path: it checks the
-    mechanics, never the claims."""
+    mechanics, never the claims. --seed: every spec's seed (its order of pairs, its random losses) instead."""
     path = spec_path(folder, entry.spec)
-    overrides = []
+    overrides = [] if seed is None else [f"seed={seed}"]
     if quick:
         settings = {"repetitions": 1, **study.quick, **entry.quick}
         overrides = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in settings.items()]
@@ -149,12 +149,12 @@ def resolved(folder: Path, study: Study, entry: SpecEntry, quick: bool, testbed:
 
 # --- the study directory's record (study.json: experiments/run/study_state.py) ----------------------------------
 
-def new_state(study: Study, folder: Path, quick: bool) -> dict:
+def new_state(study: Study, folder: Path, quick: bool, seed: int | None = None) -> dict:
     """study.json of a new study directory: the study, where its folder is, the hash of the study.yaml it runs
     (its claims and margins, committed before the run), and each spec's hash and status."""
     specs = {s.spec: {"sha256": hashlib.sha256(spec_path(folder, s.spec).read_bytes()).hexdigest(),
                       "answers": s.answers, "status": "pending", "run_dir": None} for s in study.specs}
-    return {"study": study.name, "folder": str(folder.resolve()), "title": study.title, "quick": quick,
+    return {"study": study.name, "folder": str(folder.resolve()), "title": study.title, "quick": quick, "seed": seed,
             "study_sha256": hashlib.sha256((folder / "study.yaml").read_bytes()).hexdigest(),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "host_kernel": platform.release(), "specs": specs}
@@ -164,7 +164,8 @@ def new_state(study: Study, folder: Path, quick: bool) -> dict:
 
 def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = None, prometheus: str = "auto",
         prometheus_root: Path = Path("results/prometheus"), progress: bool = True, only: list[str] | None = None,
-        testbed: str | None = None, say=print, jobs: int | str = 1, budget: float | None = None) -> Path:
+        testbed: str | None = None, say=print, jobs: int | str = 1, budget: float | None = None,
+        seed: int | None = None) -> Path:
     """Runs the study's specs not yet finished in the study directory (new, or `resume`), then its loop of looks
     (experiments/run/budget.py: one look without `budget` seconds); returns the directory. A spec that fails is
     recorded and the others still run; RunError at the end names the failed ones. With `only` (a part of a
@@ -180,14 +181,11 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
                          + ("without --quick (a quick run checks the mechanics, one repetition a point)" if quick
                             else "without --specs (the loop judges the whole study's claims)"))
     entries = [e for e in study.specs if not only or e.spec in only]
+    study_dir = None if resume is None else Path(resume)   # resumed: its seed as recorded
+    state = new_state(study, folder, quick, seed) if resume is None else _resumed(study_dir, name, quick, budget, seed)
     # every spec is validated before anything runs: a bad one stops the study before its first run
-    planned = {e.spec: resolved(folder, study, e, quick, testbed) for e in entries}
+    planned = {e.spec: resolved(folder, study, e, quick, testbed, state.get("seed")) for e in entries}
     d = Design(max_looks=1, k0=1) if quick else budgets.design(study.k0 or budgets.K0, budget is not None)
-    if resume is not None:
-        study_dir = Path(resume)
-        state = _resumed(study_dir, name, quick, budget)
-    else:
-        study_dir, state = None, new_state(study, folder, quick)
     local, guest = _where(folder, study, entries, planned, quick, say)
     # nothing is made before every spec's needs are known to be met here
     preflight([(e.spec, planned[e.spec]) for e in local],
@@ -228,9 +226,11 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
     return study_dir
 
 
-def _resumed(study_dir: Path, name: str, quick: bool, budget: float | None) -> dict:
-    """The state of a study directory to resume, if it is this study's and its loop can go on."""
+def _resumed(study_dir: Path, name: str, quick: bool, budget: float | None, seed: int | None) -> dict:
+    """The state of a study directory to resume, if it is this study's, with its seed, and its loop can go on."""
     state = read_state(study_dir)
+    if seed is not None and seed != state.get("seed"):
+        raise InputError(f"--seed: got {seed}; {study_dir} runs with seed {state.get('seed')} (expected that or none)")
     if state.get("study") != name or bool(state.get("quick")) != quick:
         held = f"{state.get('study')}{' --quick' if state.get('quick') else ''}"
         wanted = f"{name}{' --quick' if quick else ''}"

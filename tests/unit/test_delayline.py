@@ -58,12 +58,14 @@ def test_lateness_quantiles_from_the_histogram():
     assert s["hold_mean_s"] == pytest.approx(1e-3) and s["lost"] == 1 and s["late_p50_s"] == pytest.approx(3.5e-6)
 
 
-def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0)) -> dict:
+def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0), one_path=False, resent=()) -> dict:
     exp = spec({"rtt": "100ms"})
     topo = exp.topology.build(2)
-    flows = [SimpleNamespace(index=i, sender=f"s{i + 1}", receiver=f"d{i + 1}", start=starts[i],
+    flows = [SimpleNamespace(index=i, sender="s1" if one_path else f"s{i + 1}",
+                             receiver="d1" if one_path else f"d{i + 1}", start=starts[i],
                              workload=SimpleNamespace(tcp_info=True)) for i in range(2)]
-    entry = {"flows": [{"flow": i, "min_rtt_s": {"mean": m}} for i, m in enumerate(min_rtts)]}
+    entry = {"flows": [{"flow": i, "min_rtt_s": {"mean": m}, "handshake_retransmitted": i in resent}
+                       for i, m in enumerate(min_rtts)]}
     fid = {"verdict": "ok", "reasons": []}
     fidelity.judge_delay(fid, entry, topo, flows, lines)
     return fid
@@ -74,8 +76,14 @@ def test_fidelity_holds_each_flows_min_rtt_to_the_configured_rtt():
     assert judge([0.10005, 0.1013], {})["verdict"] == "ok"
     short = judge([0.0995, 0.1001], {})
     assert short["verdict"] == "testbed-limited" and "flow 0: min RTT 99.500 ms" in short["reasons"][0]
-    assert judge([0.1001, 0.103], {})["verdict"] == "testbed-limited"
+    long = judge([0.1001, 0.103], {})
+    assert long["verdict"] == "testbed-limited" and "path s2->d2: its flows' least min RTT 103.000" in long["reasons"][0]
     assert judge([0.1001, 0.103], {}, starts=(0.0, 2.0))["verdict"] == "ok"   # a late starter may meet a queue
+    assert judge([0.1001, 0.103], {}, resent=(1,))["verdict"] == "ok"   # no handshake sample: data met a queue
+    # a SYN behind the other flows' initial windows: the path's least min RTT is what the line added
+    assert judge([0.1001, 0.103], {}, one_path=True)["verdict"] == "ok"
+    assert judge([0.1031, 0.103], {}, one_path=True)["verdict"] == "testbed-limited"
+    assert judge([0.0995, 0.1001], {}, one_path=True)["verdict"] == "testbed-limited"   # each flow: the floor
     assert judge([0.1001, 0.1001], {})["delay"]["flows"][0]["configured_rtt_s"] == pytest.approx(0.1)
 
 
