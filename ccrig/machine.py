@@ -22,6 +22,12 @@ TOOLS = {"iperf3": ["iperf3", "--version"], "tc": ["tc", "-V"], "ip": ["ip", "-V
 ROOT = Path(__file__).resolve().parent.parent  # the repository (ccrig/ is at its top)
 
 
+def cache_dir() -> Path:
+    """Where this machine keeps what ccrig builds for it once (the native sampler, the delay line, the queue
+    monitor, the vm's accelerator probe): ~/.cache/ccrig, or under $XDG_CACHE_HOME."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccrig"
+
+
 def _sysctl(name: str) -> str | None:
     try:
         return Path("/proc/sys/" + name.replace(".", "/")).read_text().strip()

@@ -104,3 +104,17 @@ def report_(study_dir: Path = typer.Argument(..., help="a study directory (resul
     path = write_report(study_dir, runs)
     console.print(f"claims: {path}")
     console.print(path.read_text().split("## Specs")[0], markup=False)
+
+
+@app.command("compare")
+def compare_(a: Path = typer.Argument(..., help="a study directory, or its claims.json"),
+             b: Path = typer.Argument(..., help="another run of the same study"),
+             json_out: bool = typer.Option(False, "--json", help="print the comparison as JSON")):
+    """Two runs of one study claim by claim: which verdicts agree, how many stay undecided, any decided without
+    an interval over repetitions."""
+    from ccrig.experiments.report import study_compare  # lazy: as above, only this command needs it
+    doc = study_compare.compare(study_compare.load(a), study_compare.load(b))
+    if json_out:
+        jsondoc.emit(doc)
+    else:
+        console.print(study_compare.markdown(doc), markup=False)

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ccrig.errors import RunError
+from ccrig.machine import cache_dir
 from ccrig.procs import stop_group
 from ccrig.qdiscs.stats import parse, parse_classes
 from ccrig.topologies.testbed import Testbed
@@ -123,7 +124,7 @@ def native_sampler(commands) -> Path | None:
     if cc is None:
         return None
     source = NATIVE_SOURCE.read_bytes()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccrig"
+    cache = cache_dir()
     exe = cache / f"sampler-{hashlib.sha256(source).hexdigest()[:16]}"
     if exe.exists():
         return exe

@@ -220,6 +220,8 @@ def cross_check(flows: list[Flow], sampler_of: dict[str, FlowSampler], results: 
         flight = int(last.get("unacked", 0)) * int(last.get("snd_mss", 0))
         out.append({"flow": f.index, "collector_bytes_acked": acked, "receiver_bytes_received": received,
                     "iperf3_bytes_received": own, "collector_in_flight_bytes": flight,
+                    # when the collector last saw each socket (s since t0): a disagreement's first witness
+                    "collector_last_s": [snd[-1][0] if snd else None, rcv[-1][0] if rcv else None],
                     "collector_vs_iperf3": acked / own - 1 if own else None,
                     "receiver_vs_iperf3": received / own - 1 if own else None})
     return out

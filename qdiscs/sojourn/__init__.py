@@ -24,6 +24,7 @@ import numpy as np
 
 from ccrig.commands import Commands
 from ccrig.errors import RunError
+from ccrig.machine import cache_dir
 from ccrig.needs import Need
 from ccrig.procs import wait_for_line
 
@@ -45,10 +46,6 @@ RAW_FORMAT = ("little-endian records of 32 bytes: t_ns u64 (CLOCK_MONOTONIC; + c
               "sojourn_ns u64, slot u32 (index into qdiscs), kind u32 (0 enqueue, 1 dequeue, 2 dequeue of a packet "
               "enqueued before the monitor looked), qlen u32 and backlog u32 (bytes) just after the event")
 METHOD = "bpf: qdisc:qdisc_enqueue/qdisc_dequeue tracepoints, every event (exact occupancy, per-packet sojourn)"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccrig"
 
 
 def built() -> tuple[Path, Path]:

@@ -5,6 +5,8 @@ run again (alone after running beside others), then given up on."""
 import json
 import math
 
+import pytest
+
 from ccrig.analysis.samples import spoiled
 from ccrig.experiments.run import engine, fidelity
 from ccrig.experiments.run import reruns as reruns_mod
@@ -73,6 +75,25 @@ def test_cost_follows_the_packet_rate_and_the_flows():
     assert 8 < engine.pair_cost(hundred) / engine.pair_cost(ten) < 10   # the flows' own cost does not scale
     # 10 Mbit/s of 1514-byte frames over the dumbbell's three hops, and two flows
     assert engine.pair_cost(ten) == 10e6 / (8 * 1514) * 3 + 2 * engine.FLOW_PPS
+
+
+def test_random_loss_bounds_a_tcp_pairs_cost_below_its_bottleneck():
+    # study 001's 100 Mbit/s point: 30 flows, 500 ms RTT, PER 0.01 on the sinks' link. Mathis: 12.2 segments per
+    # RTT, 24.5 packets/s a flow; six times that for 30 flows is 4409/s against the bottleneck's 8256
+    raw = {"name": "a", "topology": {"name": "dumbbell", "bottleneck": {"rate": "100mbit", "buffer": "50pkt"},
+                                     "rtt": "500ms", "pairs": 1, "loss": 0.01},
+           "flows": [{"cc": "reno", "count": 30}], "duration": "5s"}
+    exp = validate(raw, "a.yaml")
+    hops = len(exp.topology.build(30).path("s1", "d1"))
+    assert engine.pair_pps(exp) == pytest.approx(30 * engine.LOSS_HEADROOM * (1.5 / 0.01) ** 0.5 / 0.5 * hops)
+    # more loss, less cost; no delay or no loss: the bottleneck again; a UDP flow is not held back by loss
+    assert engine.pair_pps(validate({**raw, "topology": {**raw["topology"], "loss": 0.1}}, "a.yaml")) < \
+        engine.pair_pps(exp) / 3
+    for topology in ({**raw["topology"], "rtt": "0ms"}, {**raw["topology"], "loss": 0.0}):
+        assert engine.pair_pps(validate({**raw, "topology": topology}, "a.yaml")) == \
+            pytest.approx(100e6 / (8 * 1514) * hops)
+    udp = {**raw, "flows": [{"cc": "reno", "count": 29}, {"workload": {"kind": "cbr", "rate": "1mbit"}}]}
+    assert engine.pair_pps(validate(udp, "a.yaml")) == pytest.approx(100e6 / (8 * 1514) * hops)
 
 
 def test_auto_slots_from_the_capacity_and_the_cheapest_point():

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ccrig.commands import Commands
 from ccrig.errors import field_error
+from ccrig.machine import cache_dir
 from ..topology import Egress, Topology
 
 SOURCE = Path(__file__).with_name("delayline.c")
@@ -132,10 +133,6 @@ def describe(topology: Topology, via: str) -> dict:
                 out[f"{a}->{b}"] = {"delay_s": e.delay, "realised_by": "netem" if via == "netem" else
                                     f"line (delayline in namespace <prefix>-line{i}, AF_PACKET)"}
     return out
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccrig"
 
 
 def built() -> Path:

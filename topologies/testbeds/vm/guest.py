@@ -16,6 +16,7 @@ from typing import Callable
 
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
+from ccrig.machine import cache_dir
 from ccrig.procs import stop_group, stop_pids
 from .kernel import REPO, Kernel, find_kernel
 
@@ -39,8 +40,7 @@ PACKAGES = ("ccrig", "analysis", "experiments", "qdiscs", "tcp_modules", "topolo
 # --- KVM or TCG -------------------------------------------------------------------------------------------
 
 def _cache_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ccrig" / "vm-accel.json"
+    return cache_dir() / "vm-accel.json"
 
 
 def _qemu() -> str:

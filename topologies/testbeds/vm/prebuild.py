@@ -10,13 +10,17 @@ finds built and uses as it is:
 - the loss program (topologies/loss/), the same object for any kernel;
 - the queue monitor (qdiscs/sojourn/), CO-RE, so the build of this machine's BTF serves the guest's kernel too.
 
-Each is built only when missing or stale, so a second guest costs nothing here.
+Each is built only when missing or stale, so a second guest costs nothing here; two guests starting at once (two
+studies, or the test suite's vm tests side by side) build one after the other, under a lock, never in one tree at
+the same time.
 """
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 from ccrig.commands import Commands
+from ccrig.machine import cache_dir
 from ccrig.qdiscs import sojourn
 from ccrig.tcp_modules.kmod import MODULE
 from ccrig.tcp_modules.systems import HERE as TCP_MODULES, KMOD_DIR
@@ -40,6 +44,13 @@ def for_guest(kernel: Kernel, commands: Commands) -> list[str]:
     """Builds what the guest running kernel would otherwise build itself; returns what was built. What this
     machine cannot build (no headers for that kernel, no clang) is left to the guest, whose own preflight then
     names what is missing."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / "prebuild.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes, also if this process dies
+        return _build(kernel, commands)
+
+
+def _build(kernel: Kernel, commands: Commands) -> list[str]:
     built = []
     kdir = Path("/lib/modules") / kernel.release / "build"
     if (kdir / "Makefile").exists() and not modules_built_for(kernel.release, commands):
