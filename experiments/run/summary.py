@@ -214,8 +214,8 @@ def cross_check(flows: list[Flow], sampler_of: dict[str, FlowSampler], results: 
         if used is not None and used != f.cc:
             raise RunError(f"flow {f.index} asked for congestion control {f.cc!r} but its socket used {used!r}")
         # what was in flight at the collector's last view of the sender: the workload's program may count up to
-        # that much more, since the socket can end (iperf3's server closes it at the test's end, a reset the
-        # sender sees one way later) within one sampling period of that view (analysis/samples.spoiled)
+        # that much more, since the socket can end within one sampling period of that view
+        # (analysis/samples.collector_disagrees)
         last = snd[-1][1] if snd else {}
         flight = int(last.get("unacked", 0)) * int(last.get("snd_mss", 0))
         out.append({"flow": f.index, "collector_bytes_acked": acked, "receiver_bytes_received": received,
