@@ -130,12 +130,19 @@ def raise_wants(state: dict, pairs: list[tuple[str, int]]) -> dict[str, dict[str
 
 
 def pairs_of(run_dir: Path | None) -> tuple[int, int]:
-    """(complete, begun but not complete) pairs in a run directory (repetition.json marks a complete one)."""
+    """(complete, begun but not complete) pairs in a run directory: a (point, repetition) pair is complete when
+    each of its variants' repetition.json is there (points/NNN/repK, or points/NNN/VARIANT/repK: a PAUSE gain's
+    with and without). A pair, not a variant, is what the loop adds and what a cost is per: counted by variant,
+    study 000's pairs cost half their time, and its second look ran 9 min past a 30 min budget."""
     if run_dir is None or not (run_dir / "points").is_dir():
         return 0, 0
-    reps = [d for d in (run_dir / "points").glob("[0-9][0-9][0-9]/**/rep*") if d.is_dir()]
-    done = sum(1 for d in reps if (d / "repetition.json").is_file())
-    return done, len(reps) - done
+    done_of: dict[tuple[str, str], bool] = {}
+    for d in (run_dir / "points").glob("[0-9][0-9][0-9]/**/rep*"):
+        if d.is_dir():
+            key = (d.relative_to(run_dir / "points").parts[0], d.name)
+            done_of[key] = done_of.get(key, True) and (d / "repetition.json").is_file()
+    done = sum(done_of.values())
+    return done, len(done_of) - done
 
 
 def begun(study_dir: Path, plan: tuple | None) -> Path | None:

@@ -239,3 +239,15 @@ def test_a_spec_run_elsewhere_is_given_time_for_the_repetitions_study_json_wants
     given = budget.given_time({"g": ("g.yaml", raw, exp), "h": ("h.yaml", raw, exp)}, state)
     assert given["g"][2].repetitions == 7 and given["h"][2].repetitions == 2
     assert given["g"][1] is raw and exp.repetitions == 2   # the spec itself (what its run archives) is unchanged
+
+
+def test_a_pair_is_complete_when_every_variant_of_it_is(tmp_path):
+    # a PAUSE gain's pair is two runs (with and without); the loop adds pairs and costs them per pair
+    for rel, done in (("000/with/rep0", True), ("000/without/rep0", True), ("000/with/rep1", True),
+                      ("000/without/rep1", False), ("001/rep0", True), ("001/excluded/attempt1-rep0", True)):
+        d = tmp_path / "points" / rel
+        d.mkdir(parents=True)
+        if done:
+            (d / "repetition.json").write_text("{}")
+    assert budget.pairs_of(tmp_path) == (2, 1)
+    assert budget.pairs_of(None) == (0, 0)
