@@ -10,10 +10,9 @@ on one worker (tests/host/test_hosts_*.py: the users and sudoers files of the SS
 are one group, run at a higher priority than the host tier's (tests/vm/conftest.py): two TCG guests at once
 each take far longer (tried, as two groups: the guest tier 2218 s instead of 670, keshav's quick study 1333 s
 instead of 725, the whole suite 38 min instead of 32), and their host-side builds of the laws' modules raced in
-one tree (now under a lock: topologies/testbeds/vm/prebuild.py). But the host tier ends at half time, its workers
-idle for the rest: a guest test marked `after_host` is a group of its own at the end of the collection, so xdist
-deals it once the host tier's files are dealt, to the first worker the host tier frees, beside the vm group's last
-tests (keshav's quick study: the vm group 30 min -> 18).
+one tree (now under a lock: topologies/testbeds/vm/prebuild.py). Tried again on 2026-11-26 with keshav's quick
+study dealt last, to the first worker the host tier freed: it started at 15 min beside the guest tier (which the
+vm group's first-run and vm testbed tests had pushed to 9.5 min) and both guests still ran at 33 min.
 """
 import os
 import time
@@ -34,14 +33,10 @@ def _tier(nodeid: str) -> str:
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.get_closest_marker("after_host"):
-            item.add_marker(pytest.mark.xdist_group(f"after-host-{item.name}"))
         if item.get_closest_marker("xdist_group"):
             continue
         path = Path(str(item.fspath)).resolve().relative_to(Path(__file__).resolve().parents[1]).as_posix()
         item.add_marker(pytest.mark.xdist_group("vm" if path.startswith("tests/vm/") else path))
-    # xdist deals groups in the order of their first test (--no-loadscope-reorder): these last
-    items.sort(key=lambda item: item.get_closest_marker("after_host") is not None)
 
 
 def pytest_collection_finish(session):

@@ -52,10 +52,8 @@ def needs_guest(name: str) -> bool:
     return any("testbed: netns" not in spec_path(folder, s.spec).read_text() for s in study.specs)
 
 
-# a study whose specs all run on netns boots no guest: it need not wait for the vm tier's worker; one that boots a
-# guest runs on the first worker the host tier frees, beside the vm group's last tests (tests/conftest.py)
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.after_host if needs_guest(n)
-                                               else pytest.mark.xdist_group(f"study-{n}"))
+# a study whose specs all run on netns boots no guest: it need not wait for the vm tier's worker (tests/conftest.py)
+@pytest.mark.parametrize("name", [n if needs_guest(n) else pytest.param(n, marks=pytest.mark.xdist_group(f"study-{n}"))
                                   for n in sorted(set(find()) - {FIRST_RUN})])
 @pytest.mark.timeout(2500)   # a TCG guest study: the subprocess's own bound (2400 s) says when it hangs
 def test_quick(name, tmp_path):
