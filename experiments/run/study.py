@@ -132,12 +132,12 @@ def resolved(folder: Path, study: Study, entry: SpecEntry, quick: bool, testbed:
              seed: int | None = None) -> tuple[Path, dict, specmod.Experiment]:
     """A spec as the study runs it. --quick: the study's `quick` settings and the spec's own (any spec path,
     as --set takes them), one repetition, and only the first value of every swept path: it checks the
-    mechanics, never the claims. --seed: every spec's seed (its order of pairs, its random losses) instead."""
+    mechanics, never the claims. --seed: every spec's seed (its order of pairs, a workload's random times)."""
     path = spec_path(folder, entry.spec)
     overrides = [] if seed is None else [f"seed={seed}"]
     if quick:
         settings = {"repetitions": 1, **study.quick, **entry.quick}
-        overrides = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in settings.items()]
+        overrides += [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in settings.items()]
     if testbed is not None:
         overrides.append(f"testbed={testbed}")
     raw, exp = specmod.load(path, overrides)

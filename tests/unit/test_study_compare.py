@@ -1,10 +1,12 @@
-"""Two runs of a study compared claim by claim (experiments/report/study_compare.py)."""
+"""Two runs of a study compared claim by claim (experiments/report/study_compare.py), and the seed a second run takes
+(ccrig study run --seed)."""
 import json
 
 import pytest
 
 from ccrig.errors import InputError
 from ccrig.experiments.report import study_compare
+from ccrig.experiments.run.study import load, resolved
 
 
 def run(verdicts: dict, seed: int, sha: str = "s1", study: str = "alphabeta") -> dict:
@@ -43,3 +45,10 @@ def test_bad_inputs_name_what_is_expected(tmp_path):
     (tmp_path / "claims.json").write_text(json.dumps({"claims": 3}))
     with pytest.raises(InputError, match="expected a claims.json"):
         study_compare.load(tmp_path)
+
+
+def test_a_second_run_takes_its_seed_for_every_spec_quick_or_not():
+    study, folder = load("alphabeta")
+    entry = study.specs[0]
+    assert resolved(folder, study, entry, False)[2].seed == 1801   # the spec's own
+    assert {resolved(folder, study, entry, quick, None, 7)[2].seed for quick in (False, True)} == {7}
