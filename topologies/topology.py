@@ -105,6 +105,10 @@ class Topology:
             cur = hop
         return out
 
+    def rtt(self, src: str, dst: str) -> float:
+        """The propagation RTT the links add between two hosts: every egress delay on the path there and back."""
+        return sum(self.egress_of(a, b).egress.delay for a, b in self.path(src, dst) + self.path(dst, src))
+
     def queues(self) -> list[tuple[str, str]]:
         """The egresses whose queues can drop: the bottleneck first, then every other one with a buffer of its own
         (a PAUSE chain's node-1 queue), in link order, as (node, toward)."""

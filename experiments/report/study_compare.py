@@ -63,8 +63,11 @@ def compare(a: dict, b: dict) -> dict:
 
 def markdown(doc: dict) -> str:
     n = doc["of"] or 1
-    lines = [f"Runs compared: A started {doc['a']['started']} (seed {doc['a']['seed']}), B started "
-             f"{doc['b']['started']} (seed {doc['b']['seed']})"
+    def seed(h: dict) -> str:
+        return "each spec's own seed" if h["seed"] is None else f"seed {h['seed']}"
+
+    lines = [f"Runs compared: A started {doc['a']['started']} ({seed(doc['a'])}), B started "
+             f"{doc['b']['started']} ({seed(doc['b'])})"
              + ("" if doc["same_claims"] else "; **their study.yaml differ** (study_sha256)") + ".",
              f"Agreement: {doc['agree']} of {doc['of']} verdicts ({doc['agree'] / n:.0%}); undecided: "
              f"{doc['undecided']['a']} in A, {doc['undecided']['b']} in B ({doc['undecided']['a'] / n:.0%}, "

@@ -33,7 +33,6 @@ from ccrig.commands import Commands
 from ccrig.errors import CcrigError, InputError, RunError
 from ccrig.units import wire_bytes
 from ccrig.experiments.run import repetition, signals
-from ccrig.experiments.run.fidelity import configured_rtt
 from ccrig.experiments.run.repetition import Lent, Unit
 
 # pairs at once at most, whatever the capacity holds: each is a process with its programs. Four per core: eight
@@ -89,7 +88,7 @@ def loss_limited_pps(exp, topo) -> float:
         losses = [topo.egress_of(a, b).egress.loss for a, b in topo.path(sender, receiver)]
         if not all(isinstance(p, float) for p in losses):
             return float("inf")
-        p, rtt = 1 - math.prod(1 - x for x in losses), configured_rtt(topo, sender, receiver)
+        p, rtt = 1 - math.prod(1 - x for x in losses), topo.rtt(sender, receiver)
         if p <= 0 or rtt <= 0:
             return float("inf")
         worst = max(worst, LOSS_HEADROOM * math.sqrt(1.5 / p) / rtt)

@@ -200,12 +200,6 @@ DELAY_TOL_S = 0.2e-3
 LATE_P99_OK_S = 2e-3
 
 
-def configured_rtt(topology, sender: str, receiver: str) -> float:
-    """The propagation RTT the topology adds between two hosts: every egress delay on the path there and back."""
-    hops = topology.path(sender, receiver) + topology.path(receiver, sender)
-    return sum(topology.egress_of(a, b).egress.delay for a, b in hops)
-
-
 def _transmission(topology, sender: str, receiver: str) -> float:
     """One full-size packet's transmission time at the slowest shaped egress on the data path (0: none)."""
     rates = [topology.egress_of(a, b).egress.rate for a, b in topology.path(sender, receiver)]
@@ -228,7 +222,7 @@ def judge_delay(fid: dict, entry: dict, topology, flows, lines: dict[str, dict])
     resent = {f["flow"] for f in entry.get("flows", []) if f.get("handshake_retransmitted")}
     checked, paths, why = [], {}, fid["reasons"]
     for f in flows:
-        rtt = configured_rtt(topology, f.sender, f.receiver)
+        rtt = topology.rtt(f.sender, f.receiver)
         m = mins.get(f.index)
         if rtt <= 0 or m is None or not f.workload.tcp_info:
             continue

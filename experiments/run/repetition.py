@@ -30,7 +30,6 @@ from ccrig.topologies.testbed import Testbed
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.events.conditions import LinkConditions
 from ccrig.experiments.run import pause_run, signals
-from ccrig.experiments.run.fidelity import configured_rtt
 from ccrig.experiments.run.measurement import Measurement
 from ccrig.experiments.run.preflight import delay_via, loss_by_netem, netem_here
 from ccrig.experiments.run.sender_tcp import SenderTcp
@@ -152,7 +151,7 @@ def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, S
     setup = {"sender_tcp": sender_tcp.apply(), "links": {**links.describe(), "delay": delayline.describe(topo, via)}}
     # the path's neighbours resolved before any SYN: its RTT sample is the path's, not the path's plus ARP's
     # (only where delay is added: elsewhere ARP costs the SYN microseconds, and the delay check reads no RTT)
-    delayed = {pair: rtt for pair in set(pairs) if (rtt := configured_rtt(topo, *pair)) > 0}
+    delayed = {pair: rtt for pair in set(pairs) if (rtt := topo.rtt(*pair)) > 0}
     if delayed:
         testbed.resolve_neighbours(list(delayed), 2 * max(delayed.values()) + 1)
     pause = pause_run.PauseRun.of(exp, topo, testbed, commands, unit.out)
