@@ -2,6 +2,7 @@
 reproduced and its numbers interpreted."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -46,6 +47,10 @@ def _first_line(argv: list[str]) -> str | None:
     return text.splitlines()[0] if text else None
 
 
+# What cannot change while this process runs (the kernel booted, the tools installed, the code it imported at
+# start) is asked once: a study records every spec's env.json, and in an emulated guest these commands and git's
+# walk of the checkout over 9p took seconds per spec.
+@functools.cache
 def kernel_config_hash() -> str | None:
     for path in (Path("/proc/config.gz"), Path(f"/boot/config-{platform.release()}")):
         if path.exists():
@@ -53,6 +58,12 @@ def kernel_config_hash() -> str | None:
     return None
 
 
+@functools.cache
+def tool_versions() -> dict:
+    return {k: _first_line(v) for k, v in TOOLS.items()}
+
+
+@functools.cache
 def git_revision() -> dict:
     def git(*args):
         try:
@@ -73,7 +84,7 @@ def host(commands: Commands) -> dict:
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
         "sysctls": {k: _sysctl(k) for k in SYSCTLS},
-        "tools": {k: _first_line(v) for k, v in TOOLS.items()},
-        "git": git_revision(),
+        "tools": dict(tool_versions()),
+        "git": dict(git_revision()),
         "argv": sys.argv,
     }

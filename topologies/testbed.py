@@ -20,6 +20,7 @@ from typing import Callable, ClassVar, Iterator
 
 from pydantic import BaseModel
 
+from ccrig import fanout
 from ccrig.commands import Commands, Node
 from ccrig.needs import Need
 from .topology import Topology
@@ -54,6 +55,10 @@ class Testbed(ABC):
     # it puts a delay line (topologies/delayline) on each delayed link when the run asks for one (`delay: {via:
     # line}`, or auto on a kernel without netem); the others make delay with netem alone and refuse the line
     delay_lines: ClassVar[bool] = False
+
+    # down() removes the nodes themselves (namespaces) and with them what was set inside (routes): a change made
+    # there needs no undo of its own before down()
+    down_removes_nodes: ClassVar[bool] = False
 
     def __init__(self, topology: Topology, commands: Commands, prefix: str, options: BaseModel | None = None):
         self.topology = topology
@@ -112,10 +117,13 @@ class Testbed(ABC):
     def describe(self) -> dict:
         """env.json's `topology`: per node, its interfaces' qdisc trees and offload settings as the kernel reports
         them after up(). A testbed that knows more (hosts: the mapping, clock offsets) adds it. One command per
-        node (DESCRIBE): two per interface took 9.5 s of an 8-pair dumbbell's set-up in an emulated guest."""
+        node (DESCRIBE), the nodes side by side: two per interface took 9.5 s of an 8-pair dumbbell's set-up in an
+        emulated guest."""
         out = {"testbed": self.kind, "prefix": self.prefix, "nodes": {}}
-        for node, ifs in self.topology.interfaces().items():
-            text = self.run(node, ["sh", "-c", DESCRIBE, "sh", *(i.name for i in ifs)], check=False).stdout
+        nodes = self.topology.interfaces()
+        texts = fanout.each(lambda n: self.run(n, ["sh", "-c", DESCRIBE, "sh", *(i.name for i in nodes[n])],
+                                               check=False).stdout, nodes)
+        for (node, ifs), text in zip(nodes.items(), texts):
             qdiscs, offloads = _described(text)
             out["nodes"][node] = {
                 i.name: {"address": f"{i.address}/{i.prefix}", "peer": i.peer,
@@ -209,6 +217,11 @@ class Testbed(ABC):
     def egress_device(self, a: str, b: str) -> str:
         """The interface on node a that transmits toward b (where tc for that direction lives)."""
         return self.topology.egress_of(a, b).name
+
+    def netns_path(self, node: str) -> str | None:
+        """A path on this machine that enters the node's network namespace (setns), or None where the node is not
+        a namespace of this machine that this process can enter by path (a host over SSH, a Mininet host)."""
+        return None
 
     def python(self, node: str) -> list[str]:
         """The argv prefix that runs a Python 3 interpreter on node (samplers run through it)."""

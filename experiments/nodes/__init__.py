@@ -5,6 +5,7 @@ nothing of ccrig's but the ground floor, so a node needs no more of ccrig than t
     sampler.py / sampler.c   TCP_INFO of the flows' sockets, every namespace of a machine from one process
     sources.py               the traffic sources' senders and receivers (UDP schedules, interactive messages)
     filexfer.py              the finite-file transfers of the files workload
+    warm.py                  one TCP connection per route, every namespace from one process (locked cwnds)
 """
 from pathlib import Path
 
@@ -13,3 +14,4 @@ SAMPLER = HERE / "sampler.py"
 SAMPLER_C = HERE / "sampler.c"
 SOURCES = HERE / "sources.py"
 FILEXFER = HERE / "filexfer.py"
+WARM = HERE / "warm.py"

@@ -13,9 +13,9 @@ import os
 import shutil
 import subprocess
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ccrig import fanout
 from ccrig.errors import RunError
 from ccrig.machine import cache_dir
 from ccrig.procs import stop_group
@@ -141,8 +141,12 @@ def native_sampler(commands) -> Path | None:
 
 
 def _identity(testbed: Testbed, node: str) -> tuple[str, str]:
-    """(the machine the node runs on, its network namespace's inode there), asked on the node itself so any
-    testbed answers the same way (a namespace, a Mininet host, a host over SSH)."""
+    """(the machine the node runs on, its network namespace's inode there): read here for a namespace this process
+    enters by path (netns_path: the inode of that path is the namespace's), else asked on the node itself (a
+    Mininet host, a host over SSH), where it is a process start each (seconds per run in an emulated guest)."""
+    path = testbed.netns_path(node)
+    if path is not None:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip(), str(os.stat(path).st_ino)
     out = testbed.run(node, ["sh", "-c", "cat /proc/sys/kernel/random/boot_id; stat -L -c %i /proc/self/ns/net"],
                       timeout=30).stdout.split()
     if len(out) != 2:
@@ -158,9 +162,7 @@ def machine_samplers(testbed: Testbed, flows, period: float) -> list[MachineSamp
         snd, rcv = testbed.address(f.sender), testbed.address(f.receiver)
         socks.setdefault(f.sender, []).append((snd, f.client_port, rcv, f.server_port))
         socks.setdefault(f.receiver, []).append((rcv, f.server_port, snd, f.client_port))
-    # one small command per node, a few at a time (ip netns exec or ssh: milliseconds each)
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        ids = dict(zip(socks, pool.map(lambda n: _identity(testbed, n), socks)))
+    ids = dict(zip(socks, fanout.each(lambda n: _identity(testbed, n), socks)))
     by_machine: dict[str, dict] = {}
     for node, (machine, ino) in ids.items():
         by_machine.setdefault(machine, {})[node] = (f"ino:{ino}", socks[node])

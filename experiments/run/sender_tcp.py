@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import threading
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ccrig import fanout
 from ccrig.errors import InputError, RunError
 from ccrig.fields import SizeField, TimeField
 from ccrig.topologies.testbed import Testbed
+from ccrig.experiments import nodes
 
 # the most a researcher asks of initcwnd (RFC 6928 argues for 10; a datacentre may try 100s)
 MAX_INITCWND = 1000
@@ -111,6 +115,7 @@ class SenderTcp:
         # (node, argv) that undo what apply() did, in order; restore() runs them backwards (on hosts the testbed
         # leaves remembered commands to their owner; in a namespace they cost a few commands before it goes)
         self.undo: list[tuple[str, list[str]]] = []
+        self._lock = threading.Lock()
 
     @staticmethod
     def _agree(table: dict, key, want, first: dict, i: int, field: str, what: str) -> None:
@@ -130,52 +135,96 @@ class SenderTcp:
         return lines
 
     def apply(self) -> dict:
-        """Sets everything; returns the record for env.json: per node the sysctls (before -> after) and routes."""
+        """Sets everything; returns the record for env.json: per node the sysctls (before -> after) and routes.
+        Node by node side by side (ccrig.fanout): each is its own namespace or host."""
         tb = self.testbed
-        for node, kv in self.sysctls.items():
-            entry = self.record.setdefault(node, {"where": tb.where(node), "sysctls": {}, "routes": []})
+
+        def set_sysctls(item):
+            node, kv = item
+            done = {}
             for key, value in kv.items():
                 before = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
                 self._remember(node, ["sysctl", "-q", "-w", f"{key}={before}"])
                 tb.run(node, ["sysctl", "-q", "-w", f"{key}={value}"])
                 after = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
-                entry["sysctls"][key] = {"before": before, "after": after}
-        for (node, dst), opts in self.routes.items():
-            entry = self.record.setdefault(node, {"where": tb.where(node), "sysctls": {}, "routes": []})
+                done[key] = {"before": before, "after": after}
+            return done
+
+        def pin_route(item):
+            (node, dst), opts = item
             addr = tb.address(dst)
             got = json.loads(tb.run(node, ["ip", "-j", "route", "get", addr]).stdout)[0]
             argv = ["ip", "route", "replace", f"{addr}/32", *(["via", got["gateway"]] if "gateway" in got else []),
                     "dev", got["dev"], *opts]
-            self._remember(node, ["ip", "route", "del", f"{addr}/32"])
+            self._remember(node, ["ip", "route", "del", f"{addr}/32"], inside=True)
             tb.run(node, argv)
             shown = tb.run(node, ["ip", "route", "show", f"{addr}/32"]).stdout.strip()
-            entry["routes"].append({"to": dst, "argv": argv, "kernel": shown})
+            return {"to": dst, "argv": argv, "kernel": shown}
+
+        def entry(node):
+            return self.record.setdefault(node, {"where": tb.where(node), "sysctls": {}, "routes": []})
+        for (node, _), done in zip(self.sysctls.items(), fanout.each(set_sysctls, self.sysctls.items())):
+            entry(node)["sysctls"].update(done)
+        for ((node, _), _), route in zip(self.routes.items(), fanout.each(pin_route, self.routes.items())):
+            entry(node)["routes"].append(route)
         locked = [key for key, opts in self.routes.items() if "cwnd" in opts]
         metrics = self._warm(locked)
         for (node, dst) in locked:
             next(r for r in self.record[node]["routes"] if r["to"] == dst)["tcp_metrics"] = metrics[(node, dst)]
         return self.record
 
-    def _remember(self, node: str, argv: list[str]) -> None:
+    def _remember(self, node: str, argv: list[str], inside: bool = False) -> None:
+        """Notes argv as undoing a change on node; inside: a change that lives in the node's own namespace (a
+        route), which a testbed that removes its nodes on down() (down_removes_nodes) need not undo."""
         self.testbed.remember_undo(node, argv)
-        self.undo.append((node, argv))
+        if inside and self.testbed.down_removes_nodes:
+            return
+        with self._lock:   # apply() sets nodes side by side
+            self.undo.append((node, argv))
 
     def restore(self) -> None:
-        """Undoes apply(): best effort, never raises (the testbed may be half gone)."""
-        while self.undo:
-            node, argv = self.undo.pop()
-            try:
-                self.testbed.run(node, argv, check=False, timeout=20)
-            except Exception:
-                pass
+        """Undoes apply(): each node's changes backwards, the nodes side by side; best effort, never raises (the
+        testbed may be half gone)."""
+        by_node: dict[str, list[list[str]]] = {}
+        for node, argv in self.undo:
+            by_node.setdefault(node, []).append(argv)
+        self.undo = []
+
+        def undo(item):
+            node, argvs = item
+            for argv in reversed(argvs):
+                try:
+                    self.testbed.run(node, argv, check=False, timeout=20)
+                except Exception:
+                    pass
+        fanout.each(undo, by_node.items())
 
     def _warm(self, routes: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """A route's locked cwnd reaches a connection only through the kernel's TCP metrics cache
         (tcp_init_metrics clamps snd_cwnd_clamp from an existing entry, and an entry is made when a connection
         that measured an RTT closes), so one short connection node -> dst makes that entry before the flows
-        start. All at once (a Python start each costs seconds in a TCG guest: one after another they took 2.5 s
-        per sender), in rounds where two senders share a receiver, whose listener takes one connection. Returns
-        the cache's line for each dst (`ip tcp_metrics show`)."""
+        start. Returns the cache's line for each dst (`ip tcp_metrics show`). Where every node is a namespace of
+        this machine, one process makes all the connections (experiments/nodes/warm.py: a Python start costs
+        seconds in a TCG guest, and two per route took 30 s of an 8-pair run there)."""
+        tb = self.testbed
+        paths = {n: tb.netns_path(n) for route in routes for n in route}
+        if routes and all(paths.values()):
+            argv = [sys.executable, "-S", str(nodes.WARM), str(WARM_PORT),
+                    *(f"{paths[n]},{paths[d]},{tb.address(d)}" for n, d in routes)]
+            p = tb.commands.run(argv, check=False, timeout=WARM_TIMEOUT)
+            if p.returncode != 0:
+                raise RunError(f"the warm-up connections (which carry the routes' locked cwnd to the flows) failed "
+                               f"(exit status {p.returncode}): {p.stderr.strip()[-300:] or 'no output'}")
+        else:
+            self._warm_each(routes)
+        shown = fanout.each(lambda r: tb.run(r[0], ["ip", "tcp_metrics", "show", tb.address(r[1])],
+                                             check=False).stdout.strip(), routes)
+        return dict(zip(routes, shown))
+
+    def _warm_each(self, routes: list[tuple[str, str]]) -> None:
+        """_warm where the nodes are not all this machine's namespaces: two programs per route, each on its node,
+        all at once (one after another they took 2.5 s per sender in a TCG guest), in rounds where two senders
+        share a receiver, whose listener takes one connection."""
         rounds: list[list[tuple[str, str]]] = []
         for node, dst in routes:
             free = next((r for r in rounds if all(d != dst for _, d in r)), None)
@@ -205,8 +254,6 @@ class SenderTcp:
                 for proc in listeners + clients:
                     if proc.poll() is None:
                         proc.kill()
-        return {(node, dst): tb.run(node, ["ip", "tcp_metrics", "show", tb.address(dst)], check=False).stdout.strip()
-                for node, dst in routes}
 
 
 # how long a warm-up connection's programs may take, start-up included

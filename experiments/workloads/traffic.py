@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ccrig import fanout
 from ccrig.errors import RunError
 from ccrig.procs import stop_group
 from ccrig.topologies.testbed import Testbed
@@ -33,14 +34,10 @@ class Traffic:
                 self._files.append(out)
             self.servers.append(self.testbed.popen(f.receiver, self._argv(f.receiver, f, f.server_argv(
                 self.testbed.address(f.receiver))), stdout=out))
-        deadline = time.monotonic() + timeout
-        for f in self.flows:
-            # the server may need a moment to bind
-            while not f.workload.listening(self.testbed, f):
-                if time.monotonic() > deadline:
-                    raise RunError(f"{f.workload.program} server for flow {f.index} did not listen on "
-                                   f"{f.receiver}:{f.server_port} within {timeout:g} s")
-                time.sleep(0.05)
+        # each server may need a moment to bind
+        _until_all(self.flows, lambda f: f.workload.listening(self.testbed, f), time.monotonic() + timeout,
+                   lambda f, late: late and f"{f.workload.program} server for flow {f.index} did not listen on "
+                                         f"{f.receiver}:{f.server_port} within {timeout:g} s")
         self._park_clients(timeout)
 
     def server_of(self, f: Flow) -> subprocess.Popen:
@@ -57,15 +54,15 @@ class Traffic:
         early = [f for f in self.flows if f.workload.wait_go]
         for f in early:
             self.clients[f.index] = self._launch(f, list(f.workload.wait_go))
-        deadline = time.monotonic() + timeout
-        for f in early:
-            while not f.workload.connected(self.testbed, f):
-                if self.clients[f.index].poll() is not None or time.monotonic() > deadline:
-                    text = (self.out_dir / f.output_name).read_text().strip()
-                    raise RunError(f"{f.workload.kind} flow {f.index} did not connect from {f.sender} to "
-                                   f"{f.receiver}:{f.server_port} within {timeout:g} s: {text[:200] or 'no output'}")
-                time.sleep(0.05)
-            self.parked.add(f.index)
+
+        def failed(f: Flow, late: bool) -> str | None:
+            if self.clients[f.index].poll() is None and not late:
+                return None
+            text = (self.out_dir / f.output_name).read_text().strip()
+            return (f"{f.workload.kind} flow {f.index} did not connect from {f.sender} to {f.receiver}:"
+                    f"{f.server_port} within {timeout:g} s: {text[:200] or 'no output'}")
+        _until_all(early, lambda f: f.workload.connected(self.testbed, f), time.monotonic() + timeout, failed)
+        self.parked.update(f.index for f in early)
 
     def _launch(self, f: Flow, extra: list[str] = ()) -> subprocess.Popen:
         out = open(self.out_dir / f.output_name, "w")
@@ -107,3 +104,19 @@ class Traffic:
         """Each flow's result as its workload reads it (Workload.result), by flow index; a flow whose program
         failed raises with the program's own words."""
         return {f.index: f.workload.result(f, self.out_dir) for f in self.flows}
+
+
+def _until_all(flows: list[Flow], ready, deadline: float, failed) -> None:
+    """Asks ready(flow) of every flow not yet ready, the flows side by side (ccrig.fanout: one command each), until
+    all are. failed(flow, late) says why a flow that is not ready never will be (late: the deadline has passed),
+    or None to ask again; the first such reason is raised."""
+    pending = list(flows)
+    while pending:
+        pending = [f for f, ok in zip(pending, fanout.each(ready, pending)) if not ok]
+        late = time.monotonic() > deadline
+        for f in pending:
+            why = failed(f, late)
+            if why:
+                raise RunError(why)
+        if pending:
+            time.sleep(0.05)

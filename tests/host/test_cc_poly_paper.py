@@ -21,13 +21,14 @@ from ccrig.commands import Commands
 from ccrig.tcp_modules import laws
 from ccrig.tcp_modules.manager import CcManager
 from ccrig.tcp_modules.systems import available
-from support.lawflow import bottleneck, growth_per_rtt, law_flow, loss_events
+from support.lawflow import LOSS, RECOVERY, bottleneck, growth_per_rtt, law_flow, loss_events
 
 pytestmark = pytest.mark.host
 
 PREFIX = f"ccP-{os.getpid()}"
 SECONDS = 8
 BUFFER = 44   # packets: the pipe is about 46, where PIPD's post-loss window peaks
+TCP_INFINITE_SSTHRESH = 0x7fffffff   # include/net/tcp.h: a connection's ssthresh before its first loss
 
 
 def _skip_reason() -> str | None:
@@ -87,6 +88,17 @@ def check_later_losses(law, runs) -> list[tuple[int, int, int | None]]:
     return later
 
 
+def ends_slow_start(run) -> bool:
+    """Whether the trace's first loss is the one that ends slow start: the last sample before it still has the
+    initial, infinite ssthresh (TCP_INFINITE_SSTHRESH)."""
+    before = None
+    for _, f in run:
+        if f["ca_state"] in (RECOVERY, LOSS):
+            return before is not None and before["snd_ssthresh"] >= TCP_INFINITE_SSTHRESH
+        before = f
+    return False
+
+
 def test_pipd_paper_holds_about_20_segments_after_each_loss(path, ccs):
     law, samples, runs = traced(path, ccs, "poly_pipd_paper")
     later = check_later_losses(law, runs)
@@ -95,12 +107,17 @@ def test_pipd_paper_holds_about_20_segments_after_each_loss(path, ccs):
     assert all(10 <= ss <= 20 for ss in lows), later
     assert 17 <= statistics.median(lows) <= 20, later
     # the connection's first loss ends slow start and is halved, not the rule's decrease (which from slow
-    # start's overshoot is near or at the floor); read only if the fault left the trace's start alone
+    # start's overshoot is near or at the floor); read only if the fault left the trace's start alone and the
+    # trace saw slow start right up to that loss (a sampler late on a busy machine can miss a whole recovery,
+    # and then the first loss it sees is the second, rightly the rule's: W 45, ssthresh 20 in one CI run)
     if runs and runs[0][0] is samples[0]:
         w, ss, _ = loss_events(runs[0])[0]
-        # the samples see slow start's window late, so W is a lower bound: ssthresh = floor(W_true / 2); and
-        # above 20.25, which the decrease rule never gives (slow start overshoots the 46-packet pipe)
-        assert ss >= w // 2 - 1 and ss > 20.25, (w, ss)
+        if ends_slow_start(runs[0]):
+            # the samples see slow start's window late, so W is a lower bound: ssthresh = floor(W_true / 2); and
+            # above 20.25, which the decrease rule never gives (slow start overshoots the 46-packet pipe)
+            assert ss >= w // 2 - 1 and ss > 20.25, (w, ss)
+        else:
+            assert law_band(law, w, True)[0] - 1 <= ss <= 20, (w, ss)   # a later loss: the rule's decrease
     # growth per RTT in congestion avoidance: 20/W + (20/W)^2, within a factor 3 as test_cc_bpf reads it
     g, w = growth_per_rtt(runs)
     want = law.increase(round(w))

@@ -57,6 +57,7 @@ def requirements(options: MininetOptions, commands: Commands) -> list[Need]:
 
 class MininetTestbed(Testbed):
     kind = "mininet"
+    down_removes_nodes = True
     options = MininetOptions
     # the XOFF/XON controller reaches its nodes as named network namespaces or SSH hosts; Mininet's are neither
     emulated_pause = False
