@@ -136,19 +136,9 @@ class SenderTcp:
 
     def apply(self) -> dict:
         """Sets everything; returns the record for env.json: per node the sysctls (before -> after) and routes.
-        Node by node side by side (ccrig.fanout): each is its own namespace or host."""
+        The routes side by side (ccrig.fanout: each is its own key, on its own node); the sysctls one after another
+        (two nodes on one host share them, and restore() undoes them in the order they were set)."""
         tb = self.testbed
-
-        def set_sysctls(item):
-            node, kv = item
-            done = {}
-            for key, value in kv.items():
-                before = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
-                self._remember(node, ["sysctl", "-q", "-w", f"{key}={before}"])
-                tb.run(node, ["sysctl", "-q", "-w", f"{key}={value}"])
-                after = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
-                done[key] = {"before": before, "after": after}
-            return done
 
         def pin_route(item):
             (node, dst), opts = item
@@ -163,8 +153,13 @@ class SenderTcp:
 
         def entry(node):
             return self.record.setdefault(node, {"where": tb.where(node), "sysctls": {}, "routes": []})
-        for (node, _), done in zip(self.sysctls.items(), fanout.each(set_sysctls, self.sysctls.items())):
-            entry(node)["sysctls"].update(done)
+        for node, kv in self.sysctls.items():
+            for key, value in kv.items():
+                before = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
+                self._remember(node, ["sysctl", "-q", "-w", f"{key}={before}"])
+                tb.run(node, ["sysctl", "-q", "-w", f"{key}={value}"])
+                after = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
+                entry(node)["sysctls"][key] = {"before": before, "after": after}
         for ((node, _), _), route in zip(self.routes.items(), fanout.each(pin_route, self.routes.items())):
             entry(node)["routes"].append(route)
         locked = [key for key, opts in self.routes.items() if "cwnd" in opts]
@@ -183,21 +178,14 @@ class SenderTcp:
             self.undo.append((node, argv))
 
     def restore(self) -> None:
-        """Undoes apply(): each node's changes backwards, the nodes side by side; best effort, never raises (the
-        testbed may be half gone)."""
-        by_node: dict[str, list[list[str]]] = {}
-        for node, argv in self.undo:
-            by_node.setdefault(node, []).append(argv)
-        self.undo = []
-
-        def undo(item):
-            node, argvs = item
-            for argv in reversed(argvs):
-                try:
-                    self.testbed.run(node, argv, check=False, timeout=20)
-                except Exception:
-                    pass
-        fanout.each(undo, by_node.items())
+        """Undoes apply(), backwards, one change after another (two nodes on one host share its sysctls: only this
+        order restores what was there); best effort, never raises (the testbed may be half gone)."""
+        while self.undo:
+            node, argv = self.undo.pop()
+            try:
+                self.testbed.run(node, argv, check=False, timeout=20)
+            except Exception:
+                pass
 
     def _warm(self, routes: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """A route's locked cwnd reaches a connection only through the kernel's TCP metrics cache
