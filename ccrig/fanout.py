@@ -16,11 +16,17 @@ AT_ONCE = 8
 
 def each(fn: Callable[[T], R], items: Iterable[T], at_once: int = AT_ONCE) -> list[R]:
     """fn(item) for every item, up to at_once of them at a time; the results in items' order. Every call ends
-    before this returns; then the first exception (in items' order) is raised, so nothing is left running."""
+    before this returns; then the first exception (in items' order) is raised, so nothing is left running. An
+    exception here (Ctrl-C, SIGTERM) lets the calls under way end and starts no other."""
     items = list(items)
     if len(items) < 2 or at_once < 2:
         return [fn(i) for i in items]
-    with ThreadPoolExecutor(max_workers=min(at_once, len(items))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(at_once, len(items)))
+    try:
         futures = [pool.submit(fn, i) for i in items]
         wait(futures)
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return [f.result() for f in futures]

@@ -1,5 +1,7 @@
 """ccrig.fanout.each: the results in the items' order, the calls side by side, every call ended before the first
 error is raised."""
+import os
+import signal
 import threading
 import time
 
@@ -47,3 +49,29 @@ def test_at_once_bounds_the_calls_in_flight():
             now[0] -= 1
     fanout.each(job, range(12), at_once=3)
     assert 2 <= most[0] <= 3
+
+
+def test_an_interruption_starts_no_other_call():
+    # the caller's thread interrupted while calls are under way (Ctrl-C): those end, the queued ones never start
+    started, release = [], threading.Event()
+
+    def job(x):
+        started.append(x)
+        release.wait(5)
+        return x
+
+    def interrupt():
+        while len(started) < 2:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)   # a real signal: it wakes the caller's blocked wait
+        time.sleep(0.2)
+        release.set()
+    # Python's own Ctrl-C handler for the test, whatever the suite was started with (a background job ignores SIGINT)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            fanout.each(job, range(10), at_once=2)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert sorted(started) == [0, 1]
