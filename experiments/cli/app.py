@@ -152,12 +152,14 @@ def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: 
     machine's Prometheus."""
     import json
     from ccrig.experiments.run.runner import run_prefix  # lazy: numpy and scipy
+    from ccrig.experiments.run.collectors import native_sampler
     missing = [n for n in bed.needs(exp) if not n.ok]
     if missing:
         raise InputError(f"preflight ({bed.kind} testbed): " + "; ".join(n.problem() for n in missing))
     if exp.queue_monitor:   # the guest's file system is this machine's, read-only: its monitor is built here
         from ccrig.qdiscs import sojourn  # lazy: only runs that watch their queues
         sojourn.build(Commands(None))
+    native_sampler(Commands(None))   # and the C sampler (the guest finds both in this machine's cache)
     r = bed.run_spec(spec, set_, exp, out, name=run_prefix())
     summary = json.loads((r.run_dir / "summary.json").read_text())
     if summary["points"] or json_out is not None:

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from ccrig import fanout
+from ccrig.commands import Commands
 from ccrig.errors import RunError
 from ccrig.machine import cache_dir
 from ccrig.procs import stop_group
@@ -117,12 +118,13 @@ class MachineSampler(FlowSampler):
         self.native = native is not None
 
 
-def native_sampler(commands) -> Path | None:
+def native_sampler(commands=None) -> Path | None:
     """experiments/nodes/sampler.c built for this machine (cc -O2, under ~/.cache/ccrig, once per source version), or
     None without a C compiler or kernel headers (then the Python sampler runs)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return None
+    commands = commands or Commands(None)
     source = NATIVE_SOURCE.read_bytes()
     cache = cache_dir()
     exe = cache / f"sampler-{hashlib.sha256(source).hexdigest()[:16]}"

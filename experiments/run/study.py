@@ -37,6 +37,7 @@ from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.telemetry.backfill import backfill
 from ccrig.experiments.run import budget as budgets
+from ccrig.experiments.run.collectors import native_sampler
 from ccrig.experiments.run.preflight import auto_testbed
 from ccrig.experiments.run.progress import status_display
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
@@ -335,18 +336,17 @@ def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: P
     marked as that testbed's (env.json) and its samples are backfilled into this machine's Prometheus."""
     options = next((getattr(e, bed.kind) for e in (planned[s][2] for s in specs)
                     if getattr(e, bed.kind, None) is not None), None)
-    args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()),
-            "--specs", ",".join(specs),
-            "--testbed", bed.inner, "--prometheus", "off", "--no-progress", *(["--quick"] if quick else [])]
+    args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()), "--specs",
+            ",".join(specs), "--testbed", bed.inner, "--prometheus", "off", "--no-progress", *(["--quick"] * quick)]
     # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself (a quick run's
     # 5 s of traffic took 40-230 s in a TCG guest beside another guest on a busy 2-core machine)
     runs = [(len(specmod.points(raw, e)) * e.repetitions * (2 if e.pause_gain else 1), e.duration)
             for _, raw, e in (planned[s] for s in specs)]
     timeout = 600 + 4 * sum(n * (duration + 45) for n, duration in runs)
     say(f"{', '.join(specs)}: in one go on the {bed.kind} testbed")
+    native_sampler()   # built here: the guest finds it in this machine's cache, read-only there
     status, mark = bed.run_specs_elsewhere(args, study_dir, options, timeout=timeout, name=run_prefix())
-    state = read_state(study_dir)
-    failed = []
+    state, failed = read_state(study_dir), []
     for s in specs:
         rec = state["specs"][s]
         run_dir = run_dir_of(study_dir, rec)

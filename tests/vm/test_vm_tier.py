@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ccrig.commands import Commands
+from ccrig.experiments.run.collectors import native_sampler
 from ccrig.topologies.testbeds import vm
 
 GUEST_TESTS = "tests/vm/guest"
@@ -51,6 +52,7 @@ def test_guest_tier(tmp_path, capsys):
     # the laws' modules built here for the guest's kernel: else test_cc_modules.py builds them in the guest,
     # minutes of compiling under TCG when no host test built them first
     vm.prebuild.for_guest(kernel, Commands(None))
+    native_sampler(Commands(None))   # as `ccrig run` does before a guest: found there in this machine's cache
     junit = tmp_path / "guest.xml"
     selection = shlex.split(os.environ.get("CCRIG_GUEST_PYTEST_ARGS", "")) or [GUEST_TESTS, *HOST_TESTS_BOTH_WAYS,
                                                                          "-m", "not slow_guest"]

@@ -146,7 +146,10 @@ def guest_command(argv: list[str], env: dict[str, str] | None = None) -> str:
     The guest's root is the host's, read-only; bytecode caches are not written there."""
     # CCRIG_JOBS=1: pairs one at a time in the guest (--jobs auto would calibrate an emulated CPU, whose capacity
     # says nothing, on a checkout it cannot cache in)
+    # XDG_CACHE_HOME: this machine's cache (read-only there), where the native programs built here before the boot
+    # are found (the C sampler, the queue monitor): built in the guest they cost 25 s of emulated compiling a boot
     base = {"PATH": f"{VENV_BIN}:{GUEST_PATH}", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
+            "XDG_CACHE_HOME": str(cache_dir().parent),
             "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONUNBUFFERED": "1", "CCRIG_JOBS": "1"}
     for name in ("CI", "CCRIG_PROMETHEUS_URL"):
         if name in os.environ:
