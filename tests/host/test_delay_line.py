@@ -52,13 +52,14 @@ def ping_median(bed) -> float:
 
 
 def tcp_min_rtt(bed, port: int) -> float:
-    """One TCP flow for 3 s: its data socket's own tcpi_min_rtt (`ss -ti`'s minrtt), read just before it ends (iperf3's
-    JSON min_rtt is the least of its smoothed-RTT samples, not TCP's minimum)."""
+    """One TCP flow for 6 s: its data socket's own tcpi_min_rtt (`ss -ti`'s minrtt), read just before it ends (iperf3's
+    JSON min_rtt is the least of its smoothed-RTT samples, not TCP's minimum). 6 s, not 3: five flows at once on a
+    busy machine once ended before one `ss` had seen their data socket."""
     server = bed.popen("d1", ["iperf3", "-s", "-1", "-B", bed.address("d1"), "-p", str(port)])
     try:
         wait.listening(lambda argv: bed.run("d1", argv, check=False), port, timeout=30)
         client = bed.popen("s1", ["iperf3", "-c", bed.address("d1"), "-p", str(port), "--cport", str(port + 100),
-                                  "-t", "3"])
+                                  "-t", "6"])
         seen = []
 
         def minrtt():
