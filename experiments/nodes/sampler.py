@@ -215,6 +215,18 @@ def _setns():
     return setns
 
 
+def socket_in(path: str, setns, home: int, *args) -> socket.socket:
+    """socket.socket(*args) made in the namespace path enters (it stays bound there), this thread back home after.
+    Also experiments/nodes/warm.py's."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        setns(fd)
+        return socket.socket(*args)
+    finally:
+        setns(home)
+        os.close(fd)
+
+
 def find_inodes(inodes: set) -> dict:
     """inode -> a path that enters that namespace: /run/netns first, then any process living in it."""
     out = {}
@@ -248,13 +260,7 @@ def open_namespaces(groups: list) -> list:
             path = paths.get(int(name[4:])) if name.startswith("ino:") else name
             if path is None:
                 raise OSError(f"no network namespace with inode {name[4:]} on this machine")
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                setns(fd)
-                sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
-            finally:
-                setns(home)
-                os.close(fd)
+            sock = socket_in(path, setns, home, socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
             out.append(Namespace(sock, socks))
     finally:

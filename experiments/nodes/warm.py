@@ -13,19 +13,9 @@ import os
 import socket
 import sys
 
-from sampler import _setns
+from sampler import _setns, socket_in
 
 TIMEOUT = 30
-
-
-def made_in(path: str, setns, home: int) -> socket.socket:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        setns(fd)
-        return socket.socket()
-    finally:
-        setns(home)
-        os.close(fd)
 
 
 def main(argv: list) -> int:
@@ -35,13 +25,13 @@ def main(argv: list) -> int:
     try:
         for _, dst, addr in routes:
             if addr not in listeners:
-                s = listeners[addr] = made_in(dst, setns, home)
+                s = listeners[addr] = socket_in(dst, setns, home)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.bind((addr, port))
                 s.listen(len(routes))
                 s.settimeout(TIMEOUT)
         for src, dst, addr in routes:
-            c = made_in(src, setns, home)
+            c = socket_in(src, setns, home)
             clients.append(c)
             c.settimeout(TIMEOUT)
             try:
