@@ -30,6 +30,20 @@ def _tier(nodeid: str) -> str:
     return parts[1] if len(parts) > 2 and parts[0] == "tests" and parts[1] in TIERS else "other"
 
 
+@pytest.fixture(scope="session")
+def calibrated():
+    """This machine's capacity for `--jobs auto` (the default), measured before any host or vm test if it is not
+    cached yet (autouse in both tiers' conftest): every worker asks first (one measures, the others wait on its
+    lock), so no test's run pays for it or meets its traffic, and no guest boots beside it (asked by the host tier
+    alone, it once ran while the vm group's first guest booted, passed no round, and left --jobs auto at one pair:
+    test_jobs failed). Not without root, nor where CCRIG_JOBS names a number (a vm guest: its runs never
+    calibrate, its checkout is read-only)."""
+    if os.geteuid() != 0 or os.environ.get("CCRIG_JOBS", "auto") != "auto":
+        return
+    from ccrig.experiments.run import calibration
+    calibration.capacity(Path(__file__).resolve().parents[1] / calibration.ROOT, f"ccrig-{os.getpid()}-cal")
+
+
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:

@@ -42,14 +42,8 @@ def need_root():
 
 
 @pytest.fixture(scope="session", autouse=True)
-def calibrated(need_root):
-    """This machine's capacity for `--jobs auto` (the default), measured before any test if it is not cached yet
-    (one worker measures, the others wait on its lock): no test's run pays for it or meets its traffic.
-    Not where CCRIG_JOBS names a number (a vm guest: its runs never calibrate, and its checkout is read-only)."""
-    if os.environ.get("CCRIG_JOBS", "auto") != "auto":
-        return
-    from ccrig.experiments.run import calibration
-    calibration.capacity(ROOT / calibration.ROOT, f"ccrig-{os.getpid()}-cal")
+def calibrated_first(calibrated):
+    """tests/conftest.py's calibration, before this tier's first test."""
 
 
 @pytest.fixture(scope="session")

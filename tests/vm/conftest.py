@@ -9,6 +9,11 @@ from ccrig.topologies.testbeds.vm import in_guest
 collect_ignore = [] if in_guest() else ["guest"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def calibrated_first(calibrated):
+    """tests/conftest.py's calibration, before this tier's first test."""
+
+
 @pytest.fixture(autouse=True)
 def ahead_of_the_host_tier(request):
     """The vm group is the suite's critical path (its guests emulate a CPU: boot, set-up and every process start
