@@ -40,11 +40,16 @@ MAX_WATCHED = 16   # MAX_TARGETS in sojourn.bpf.c
 EVENT = np.dtype([("t_ns", "<u8"), ("sojourn_ns", "<u8"), ("slot", "<u4"), ("kind", "<u4"), ("qlen", "<u4"),
                   ("backlog", "<u4")])
 ENQUEUE, DEQUEUE, DEQUEUE_UNSEEN = 0, 1, 2
+# monitor.c's record after each drain of the ring: every event stamped before its t_ns is written
+MARK_SLOT, MARK = 0xFFFFFFFF, 3
+# the monitor drains every 20 ms; how long an interval waits for its mark before taking what it has
+DRAIN_WAIT_S = 2.0
 # the raw events as the loader wrote them (EVENT records), compressed once the repetition ends
 RAW_NAME = "queue-events.bin.gz"
 RAW_FORMAT = ("little-endian records of 32 bytes: t_ns u64 (CLOCK_MONOTONIC; + clock_offset_s*1e9 = epoch), "
               "sojourn_ns u64, slot u32 (index into qdiscs), kind u32 (0 enqueue, 1 dequeue, 2 dequeue of a packet "
-              "enqueued before the monitor looked), qlen u32 and backlog u32 (bytes) just after the event")
+              "enqueued before the monitor looked; 3 with slot 0xffffffff: the monitor's mark that all events stamped "
+              "before t_ns are written), qlen u32 and backlog u32 (bytes) just after the event")
 METHOD = "bpf: qdisc:qdisc_enqueue/qdisc_dequeue tracepoints, every event (exact occupancy, per-packet sojourn)"
 
 
@@ -138,6 +143,8 @@ class QueueMonitor:
         self.state = [(None, 0, 0) for _ in watched]
         self.mono_offset = 0.0
         self.totals = {"events": 0, "sojourns": 0}
+        self.pending = np.zeros(0, dtype=EVENT)   # read but stamped after the last interval's end
+        self.drained_ns = 0
 
     def start(self, timeout: float = 60) -> None:
         obj, exe = build(self.commands)
@@ -160,13 +167,30 @@ class QueueMonitor:
         self.offset += whole
         return np.frombuffer(data[:whole], dtype=EVENT)
 
+    def _take(self) -> None:
+        """What the monitor has written since the last look, into the pending events; its marks move `drained`."""
+        ev = self._read()
+        marks = ev["slot"] == MARK_SLOT
+        if marks.any():
+            self.drained_ns = max(self.drained_ns, int(ev["t_ns"][marks].max()))
+        self.pending = np.concatenate([self.pending, ev[~marks]])
+
     def interval(self, a: float, b: float) -> dict[str, dict]:
         """Each watched qdisc over [a, b] (wall-clock seconds): sojourn mean/p50/p99/max of the packets dequeued
-        in it, occupancy (packets, bytes) time-averaged and its maximum, packets enqueued and dequeued."""
-        ev = self._read()
-        self.totals["events"] += len(ev)
+        in it, occupancy (packets, bytes) time-averaged and its maximum, packets enqueued and dequeued. The events
+        are cut at b by their own times, once the monitor's mark says it has written all before b: how late its
+        loop or this call runs on a busy machine moves no event into the wrong interval."""
         a_ns = (a - self.mono_offset) * 1e9
         b_ns = (b - self.mono_offset) * 1e9
+        deadline = time.monotonic() + DRAIN_WAIT_S
+        self._take()
+        while self.drained_ns < b_ns and time.monotonic() < deadline and self.proc is not None \
+                and self.proc.poll() is None:
+            time.sleep(0.005)
+            self._take()
+        later = self.pending["t_ns"] >= b_ns
+        ev, self.pending = self.pending[~later], self.pending[later]
+        self.totals["events"] += len(ev)
         out = {}
         for slot, w in enumerate(self.watched):
             e = ev[ev["slot"] == slot]

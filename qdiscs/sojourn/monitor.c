@@ -1,6 +1,9 @@
 // Loads sojourn.bpf.o, watches the root qdiscs named on the command line and writes every event the program
 // reports to stdout as a 32-byte binary record (struct event in sojourn.bpf.c), until SIGINT/SIGTERM or stdin
-// closes. "ready" on stderr once attached; at exit "lost N" (events the ring buffer dropped).
+// closes. "ready" on stderr once attached; at exit "lost N" (events the ring buffer dropped). After each drain of
+// the ring it writes a mark record (slot MARK_SLOT, kind 3) whose t_ns says every event stamped before it is
+// written: a reader cuts its intervals by the events' own times and waits for the mark, however late a busy
+// machine runs this loop.
 //
 //   monitor OBJECT NETNS_INODE:IFINDEX [...]
 #include <errno.h>
@@ -9,11 +12,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 struct target { unsigned int netns, ifindex; };
+struct record { unsigned long long t_ns, sojourn_ns; unsigned int slot, kind, qlen, backlog; };   // struct event
+#define MARK_SLOT 0xffffffffu
+#define MARK_KIND 3u
+// an event's time is read before its slot in the ring is reserved: one stamped a moment before the drain may be
+// committed just after it, so the mark claims only what was stamped 1 ms before the drain began
+#define MARK_MARGIN_NS 1000000ull
+
+static unsigned long long monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);   // bpf_ktime_get_ns's clock
+	return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
 
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
@@ -79,7 +96,11 @@ int main(int argc, char **argv)
 	// 4 MiB holding 131072 events, far more than arrive in one
 	while (!stop) {
 		usleep(20000);
+		unsigned long long began = monotonic_ns();
 		if (ring_buffer__consume(rb) < 0)
+			break;
+		struct record mark = {.t_ns = began - MARK_MARGIN_NS, .slot = MARK_SLOT, .kind = MARK_KIND};
+		if (fwrite(&mark, sizeof(mark), 1, stdout) != 1)
 			break;
 		fflush(stdout);
 		char c;

@@ -96,3 +96,20 @@ def test_occupancy_is_time_averaged_and_sojourns_are_the_dequeued_packets():
     # a queue that stays at 3 packets through an interval without events is 3 on average
     m.state = [(0, 3, 4500)]
     assert m._summary(0, _events([]), 2e9, 3e9)["occupancy_mean_packets"] == pytest.approx(3)
+
+
+def test_an_interval_takes_the_events_stamped_in_it_however_late_they_are_read(tmp_path):
+    """The monitor's file holds events of this interval, one of the next and its drain mark: the next one's event
+    waits for its own interval instead of being counted where it was read."""
+    m = sojourn.QueueMonitor(None, [sojourn.Watched("r1", "eth0", 1, 2)], tmp_path)
+    mark = np.zeros(1, dtype=sojourn.EVENT)
+    mark[0] = (int(1.3e9), 0, sojourn.MARK_SLOT, sojourn.MARK, 0, 0)
+    ev = np.concatenate([_events([(0.25, 0, 1, 1500, 0), (0.75, 1, 0, 0, 0.5), (1.2, 0, 1, 1500, 0)]), mark])
+    m.events_path.write_bytes(ev.tobytes())
+    first = m.interval(0.0, 1.0)["r1:eth0"]
+    assert first["enqueued"] == 1 and first["dequeued"] == 1 and m.drained_ns == int(1.3e9)
+    assert first["occupancy_mean_packets"] == pytest.approx(0.5)
+    second = m.interval(1.0, 2.0)["r1:eth0"]
+    assert second["enqueued"] == 1 and second["dequeued"] == 0
+    assert second["occupancy_mean_packets"] == pytest.approx(0.8)
+    assert m.totals["events"] == 3
