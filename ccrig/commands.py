@@ -21,6 +21,20 @@ def batch_text(lines: list[list[str]]) -> str:
     return "".join(shlex.join(l) + "\n" for l in lines)
 
 
+def keep_priority(pid: int) -> None:
+    """Gives the new session of process pid the caller's nice. A new session is a new autogroup
+    (CONFIG_SCHED_AUTOGROUP), which the scheduler weighs against the caller's group whatever either's nice: a run
+    started at a priority (`nice ccrig run`, a guest the test suite puts ahead of the host tier) would lose it in
+    every background process it starts."""
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice == 0:   # a new autogroup's own
+        return
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(f"{nice}\n")
+    except OSError:   # no autogroups in this kernel, the process gone, or a raise without CAP_SYS_NICE
+        pass
+
+
 def in_netns(ns: str | None, argv: list[str]) -> list[str]:
     """argv as run inside network namespace ns (None: the current one)."""
     return list(argv) if ns is None else ["ip", "netns", "exec", ns, *argv]
@@ -102,9 +116,11 @@ class Commands:
         full = in_netns(ns, argv)
         self._log(full, "&")
         try:
-            return subprocess.Popen(full, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True)
+            proc = subprocess.Popen(full, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True)
         except FileNotFoundError as e:
             raise RunError(f"command not found: {full[0]} (run `make deps`)") from e
+        keep_priority(proc.pid)
+        return proc
 
 
 class Node(Protocol):
