@@ -18,8 +18,9 @@ def calibrated_first(calibrated):
 def ahead_of_the_host_tier(request):
     """The vm group is the suite's critical path (its guests emulate a CPU: boot, set-up and every process start
     are slow), while the host tier beside it finishes with time to spare: the worker that runs the group, and the
-    guests it starts, get most of the two cores (nice -10) when both want them. Not a study of this
-    folder that runs on the host (a group of its own, on a host tier's worker)."""
+    guests it starts, get most of the two cores (nice -10) when both want them; the guest's qemu, in a session
+    of its own, gets it through its autogroup (ccrig.commands.keep_priority). Not a study of this folder that
+    runs on the host (a group of its own, on a host tier's worker)."""
     group = request.node.get_closest_marker("xdist_group")
     if group is not None and group.args[0] == "vm" and not in_guest() and os.geteuid() == 0:
         os.setpriority(os.PRIO_PROCESS, 0, -10)
