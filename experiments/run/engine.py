@@ -30,7 +30,7 @@ from multiprocessing.connection import wait
 from typing import Callable
 
 from ccrig.commands import Commands
-from ccrig.errors import CcrigError, InputError, RunError
+from ccrig.errors import CcrigError, InputError, PathError, RunError
 from ccrig.units import wire_bytes
 from ccrig.experiments.run import repetition, signals
 from ccrig.experiments.run.repetition import Lent, Unit
@@ -128,6 +128,8 @@ def _child(unit: Unit, conn) -> None:
         send("done", entry)
     except signals.Interrupted as e:
         send("interrupted", str(e))
+    except PathError as e:   # its kind crosses the pipe: the run reruns the pair instead of failing it
+        send("path", str(e))
     except CcrigError as e:
         send("failed", str(e))
     except BaseException as e:  # noqa: BLE001 - the run reports it with the pair; nothing escapes the child
@@ -211,7 +213,7 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
                     if msg[0] == "interrupted":   # so is the run (the others are stopped below)
                         raise signals.Interrupted(msg[1])
                     how = finished(pair, msg[1], None, beside) if msg[0] == "done" else \
-                        finished(pair, None, RunError(msg[1]), beside)
+                        finished(pair, None, (PathError if msg[0] == "path" else RunError)(msg[1]), beside)
                     if how:
                         q.again(pair, how)
     except signals.Interrupted as e:

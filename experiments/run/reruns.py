@@ -1,6 +1,7 @@
 """Spoiled repetitions run again, and what the run keeps of the attempts it excluded.
 
     Reruns(archive, summary).judge(pair, record, beside) -> None | engine.ALONE | engine.AGAIN
+    Reruns(archive, summary).refused(pair, why, beside) -> None | engine.AGAIN   (the path refused it)
 
 A repetition whose numbers must not enter a verdict (analysis/samples.spoiled: its fidelity is not ok, a kernel
 fault hit a flow, the collector disagrees with iperf3, ...) is moved aside in the archive, excluded, and its pair
@@ -34,6 +35,12 @@ RERUNS = 2   # a pair runs at most 1 + RERUNS times: a fault twice in a row is t
 FORCE_ENV = "CCRIG_FORCE_INTERFERENCE"
 
 
+def _entry(pair: tuple, attempt: int, why: str, beside: bool) -> dict:
+    """An attempt's line in summary.json's reruns."""
+    return {"point": pair[0], "rep": pair[1], **({"variant": pair[2]} if len(pair) == 3 else {}),
+            "attempt": attempt, "spoiled": why, "beside_others": beside}
+
+
 class Reruns:
     def __init__(self, archive, summary: dict, say=print, limit: int = RERUNS):
         self.archive, self.summary, self.say, self.limit = archive, summary, say, limit
@@ -55,8 +62,7 @@ class Reruns:
         if why is None:
             return None
         self.spoiled[pair] = n + 1
-        entry = {"point": pair[0], "rep": pair[1], **({"variant": pair[2]} if len(pair) == 3 else {}),
-                 "attempt": n + 1, "spoiled": why, "beside_others": beside}
+        entry = _entry(pair, n + 1, why, beside)
         if n >= self.limit:
             self.given_up[pair] = f"repetition {pair[1]} was spoiled in {n + 1} attempts, the last: {why}"
             self.summary.setdefault("reruns", []).append({**entry, "kept": "as the pair's record, left out of "
@@ -65,14 +71,30 @@ class Reruns:
                      f"its point is unmeasurable")
             return None
         alone = beside or (record.get("fidelity") or {}).get("verdict", "ok") != "ok"
-        folder = self._exclude(pair, record, why, n + 1)
+        self._aside(pair, entry, record, started, alone)
+        return ALONE if alone else AGAIN
+
+    def refused(self, pair: tuple, why: str, beside: bool, started: float | None = None) -> str | None:
+        """A pair the path kept from measuring (ccrig.errors.PathError): AGAIN, as any other pair (the path
+        refused it, not the machine), its attempt moved aside; None once it has been refused or spoiled 1 + limit
+        times: then it fails, with the reason."""
+        n = self.spoiled.get(pair, 0)
+        if n >= self.limit:
+            return None
+        self.spoiled[pair] = n + 1
+        entry = _entry(pair, n + 1, f"the path refused it: {why}", beside)
+        self._aside(pair, entry, {"ran_beside_others": beside}, started, alone=False)
+        return AGAIN
+
+    def _aside(self, pair: tuple, entry: dict, record: dict, started: float | None, alone: bool) -> None:
+        """The attempt moved aside and listed in summary.json's reruns, and the rerun announced."""
+        why = entry["spoiled"]
+        folder = self._exclude(pair, record, why, entry["attempt"])
         self.summary.setdefault("reruns", []).append(
             {**entry, "excluded": str(folder.relative_to(self.archive.path)), "started_at": started,
-             "excluded_at": time.time(),
-             "rerun": "alone" if alone else "as any pair"})
+             "excluded_at": time.time(), "rerun": "alone" if alone else "as any pair"})
         self.say(f"point {pair[0]} repetition {pair[1]} spoiled ({why}); running it again"
-                 f"{' alone' if alone else ''} (attempt {n + 2} of at most {self.limit + 1})")
-        return ALONE if alone else AGAIN
+                 f"{' alone' if alone else ''} (attempt {entry['attempt'] + 1} of at most {self.limit + 1})")
 
     def _exclude(self, pair: tuple, record: dict, why: str, attempt: int):
         """The attempt's folder moved to points/NNN/excluded/, its record written there with the reason."""
@@ -83,7 +105,10 @@ class Reruns:
         dest.parent.mkdir(parents=True, exist_ok=True)
         if dest.exists():   # a resumed run's earlier attempt of the same number
             shutil.rmtree(dest)
-        src.rename(dest)
+        if src.exists():
+            src.rename(dest)
+        else:   # refused before it wrote anything
+            dest.mkdir()
         (dest / "repetition.json").write_text(json.dumps({"rep": pair[1], **record, "excluded": why}, indent=1, default=str) + "\n")
         return dest
 

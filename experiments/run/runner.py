@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ccrig import machine
 from ccrig.commands import Commands
-from ccrig.errors import InputError, RunError
+from ccrig.errors import InputError, PathError, RunError
 from ccrig.needs import Need
 from ccrig.samples import Sample
 from ccrig.tcp_modules.manager import CcSet
@@ -273,7 +273,7 @@ class Runner:
         """Every pair not complete yet, in the seeded order, one at a time in this process or side by side in
         processes of their own (--jobs; auto: admitted by cost against the calibrated capacity); a point is
         summarised once its last pair is in. A spoiled repetition runs again (reruns.py: alone after running
-        beside others), up to a limit. A pair that fails (a program or sampler died) is recorded with its reason
+        beside others), up to a limit, and so does one the path refused (PathError). A pair that fails (a program or sampler died) is recorded with its reason
         and the run goes on; the command line's exit code says so at the end."""
         todo = [pair for pair in self.order if pair in self.todo]
         left = {p.index: sum(1 for pair in todo if pair[0] == p.index) for p in self.points}
@@ -289,11 +289,14 @@ class Runner:
         def finished(pair: tuple, entry: dict | None, error: RunError | None, beside: bool = False) -> str | None:
             if error is None:
                 self._record_setup(pair, entry.get("setup", {}))
-                again = self.reruns.judge(pair, entry, beside, self.started.get(pair))
-                if again:
-                    self.bar.more(self.exp.n_intervals)
-                    self.archive.write_json("summary.json", self.summary)
-                    return again
+            started = self.started.get(pair)
+            again = self.reruns.judge(pair, entry, beside, started) if error is None else \
+                self.reruns.refused(pair, str(error), beside, started) if isinstance(error, PathError) else None
+            if again:
+                self.bar.more(self.exp.n_intervals)
+                self.archive.write_json("summary.json", self.summary)
+                return again
+            if error is None:
                 self.archive.write_repetition(*pair[:2], entry, *pair[2:])   # the pair is complete
                 self.done[pair] = entry
             else:
@@ -332,20 +335,16 @@ class Runner:
 
     def _record_setup(self, pair: tuple, setup: dict) -> None:
         """What a repetition set up that the run records once per point (env.json) or once (summary.json)."""
-        key = str(pair[0])
-        changed = False
+        key, new = str(pair[0]), {}
         for what in ("sender_tcp", "links"):
             if what in setup and key not in self.env.setdefault(what, {}) and len(pair) == 2:
-                self.env[what][key] = setup[what]
-                changed = True
-        if "pause" in setup and "pause" not in self.env:
-            # the run's first PAUSE settings (mode, auto's note, the scaling); each repetition has its own
-            self.env["pause"] = self.summary["pause"] = setup["pause"]
-            changed = True
-        if "topology" in setup and "topology" not in self.env:
-            self.env["topology"] = setup["topology"]
-            changed = True
-        if changed:
+                self.env[what][key] = new[what] = setup[what]
+        for what in ("pause", "topology"):   # the run's first PAUSE settings (each repetition has its own)
+            if what in setup and what not in self.env:
+                self.env[what] = new[what] = setup[what]
+        if "pause" in new:
+            self.summary["pause"] = new["pause"]
+        if new:
             self.archive.write_json("env.json", self.env)
 
     def _finish_point(self, point: specmod.Point) -> None:

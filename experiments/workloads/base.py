@@ -59,6 +59,10 @@ class Workload(BaseModel):
         """Whether a sender started ahead (wait_go) has connected and waits for its signal."""
         return _ss(testbed, flow.sender, ["-Htn", "state", "established", f"sport = :{flow.client_port}"])
 
+    def opening(self, testbed: Testbed, flow: Flow) -> bool:
+        """Whether the flow's TCP connection is still opening (SYN-SENT): its handshake meeting the path's loss."""
+        return _ss(testbed, flow.sender, ["-Htn", "state", "syn-sent", f"sport = :{flow.client_port}"])
+
     # --- measurement ---------------------------------------------------------------------------------
     def interval(self, series: FlowSeries, a: float, b: float, share: float) -> dict:
         """The flow's metrics over [a, b] from its sender's counters (a UDP kind: its receiver's), share its

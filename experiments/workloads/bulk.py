@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from ccrig.errors import RunError
+from ccrig.errors import PathError, RunError
 from ccrig.experiments.workloads.base import Flow, Workload
 
 
@@ -37,7 +37,11 @@ class Bulk(Workload):
         except json.JSONDecodeError:
             raise RunError(f"iperf3 client of flow {flow.index} wrote no JSON: {text.strip()[:200]}") from None
         if "error" in data:
-            raise RunError(f"iperf3 flow {flow.index} ({flow.sender} -> {flow.receiver}, cc {flow.cc}): "
+            # the data connection's handshake timed out: its SYNs met the path's loss (the control connection is
+            # exempt, topologies/loss/loss.bpf.c), so the path refused this repetition, not the rig
+            kind = PathError if "unable to connect stream" in data["error"] and "timed out" in data["error"] \
+                else RunError
+            raise kind(f"iperf3 flow {flow.index} ({flow.sender} -> {flow.receiver}, cc {flow.cc}): "
                            f"{data['error']}")
         return data
 

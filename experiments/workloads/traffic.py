@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ccrig import fanout
-from ccrig.errors import RunError
+from ccrig.errors import PathError, RunError
 from ccrig.procs import stop_group
 from ccrig.topologies.testbed import Testbed
 from ccrig.experiments.workloads.base import Flow
@@ -86,12 +86,16 @@ class Traffic:
 
     def wait(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        programs = {f.index: f.workload.program for f in self.flows}
+        flows = {f.index: f for f in self.flows}
         for i, p in self.clients.items():
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise RunError(f"{programs[i]} client of flow {i} did not finish within {timeout:g} s") from None
+                f = flows[i]
+                if f.workload.opening(self.testbed, f):   # the kernel's own state: SYNs lost, still retrying
+                    raise PathError(f"{f.workload.program} flow {i}'s connection from {f.sender} was still opening "
+                                    f"(SYN-SENT) after {timeout:g} s: its handshake met the path's loss") from None
+                raise RunError(f"{f.workload.program} client of flow {i} did not finish within {timeout:g} s") from None
 
     def stop(self) -> None:
         """Ends every process this point started (clients first, then servers). Never raises."""

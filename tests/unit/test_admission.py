@@ -155,6 +155,25 @@ def test_a_spoiled_attempt_is_moved_aside_and_rerun_alone_then_given_up(tmp_path
     assert summary["reruns"][-1]["kept"].startswith("as the pair's record") and reruns.unmeasurable(1) == []
 
 
+def test_a_pair_the_path_refused_runs_again_as_any_pair_then_fails(tmp_path):
+    """A flow whose handshake the path's loss kept from opening (PathError): the attempt goes aside and the pair
+    runs again, not alone (the machine did not refuse it); refused 1 + RERUNS times, it fails."""
+    (tmp_path / "run").mkdir()
+    archive, summary, said = RunArchive(tmp_path / "run"), {}, []
+    reruns = Reruns(archive, summary, said.append)
+    why = "iperf3 flow 17 (s1 -> d1, cc reno): unable to connect stream: Connection timed out"
+    _attempt(archive, (3, 2), OK)
+    assert reruns.refused((3, 2), why, beside=True) == engine.AGAIN
+    moved = archive.path / "points/003/excluded/attempt1-rep2"
+    assert (moved / "intervals.csv").is_file() and not (archive.path / "points/003/rep2").exists()
+    assert json.loads((moved / "repetition.json").read_text())["excluded"] == f"the path refused it: {why}"
+    assert summary["reruns"][0]["rerun"] == "as any pair" and "unable to connect stream" in said[0]
+    for _ in range(reruns_mod.RERUNS - 1):
+        assert reruns.refused((3, 2), why, beside=False) == engine.AGAIN   # its folder need not exist
+    assert reruns.refused((3, 2), why, beside=False) is None
+    assert len(summary["reruns"]) == reruns_mod.RERUNS and reruns.unmeasurable(3) == []
+
+
 def test_an_excluded_attempts_samples_leave_the_closed_log(tmp_path):
     (tmp_path / "run").mkdir()
     archive, summary = RunArchive(tmp_path / "run"), {"points": []}
