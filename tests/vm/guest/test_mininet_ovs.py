@@ -4,8 +4,8 @@ host's kernel lacks. Runs inside the vm guest (tests/vm/test_vm_tier.py).
 * the testbed itself: the bridges are on the kernel datapath (ovs-system), TCLink put 10 ms of netem on each
   router's host side, a ping crosses both (>= 20 ms), and nothing is left afterwards;
 * the default spec with 20 ms of RTT (2 alike cubic flows, shortened) runs end to end through `ccrig run` on
-  netns and on mininet: both flows carry data on mininet (iperf3's count, at least half of netns's under TCG),
-  ccrig's goodput agrees with iperf3's, and no measured RTT is below the configured one.
+  mininet: both flows carry data (iperf3's count, at least a fifth of the link under TCG), ccrig's goodput
+  agrees with iperf3's, and no measured RTT is below the configured one.
 """
 from __future__ import annotations
 
@@ -102,22 +102,21 @@ def _iperf3_bytes(summary: dict) -> list[int]:
     return [c["iperf3_bytes_received"] for c in summary["points"][0]["repetitions"][0]["cross_check"]]
 
 
-@pytest.mark.timeout(1500)  # two runs on an emulated CPU
+@pytest.mark.timeout(900)  # a run on an emulated CPU
 def test_default_spec_runs_with_kernel_ovs_and_delay(tier_modules, tmp_path):
-    """The same spec on netns and on mininet (kernel OVS, TCLink delay) in this guest: an emulated CPU sets
-    what the flows get, so mininet is held against netns on the same kernel, not against the link rate, and
-    ccrig's own measurement against iperf3's count."""
-    ref_run, ref = _run(tmp_path, "netns")
+    """The default spec on mininet (kernel OVS, TCLink delay) in this guest: an emulated CPU, not the link, sets
+    what the flows get, so they are held to a floor well under the link rate (the same spec on netns here is
+    the host tier's and keshav's), and ccrig's own measurement against iperf3's count."""
     run, summary = _run(tmp_path, "mininet", "--set", "mininet.switch=ovs")
     assert summary["testbed"] == "mininet" and summary["complete"]
     assert "mnexec -a" in (run / "commands.log").read_text()
     assert leftovers(f"ccrig-{run.name.rsplit('-', 1)[1]}") == []
-    # what each flow delivered, by iperf3's own count
-    got, want = _iperf3_bytes(summary), _iperf3_bytes(ref)
-    assert len(got) == len(want) == 2 and min(want) > 0, _diagnose(ref_run)
-    # under TCG the CPU, not the link, limits both (seen: mininet 6.2 MB, netns 5.0 MB in 10 s of a 10 Mbit/s
-    # link), so the two are only held to the same order: the emulated network is whole and carries both flows
-    assert sum(got) >= 0.5 * sum(want), f"mininet {got}, netns {want}\n" + _diagnose(run)
+    # what each flow delivered, by iperf3's own count: under TCG the CPU limits both (seen: 6.2 MB on mininet,
+    # 5.0 MB on netns in 10 s of a 10 Mbit/s link, 12.5 MB), so the floor is a fifth of the link: the emulated
+    # network is whole and carries both flows
+    got = _iperf3_bytes(summary)
+    link_bytes = 10e6 / 8 * summary["intervals"] * summary["interval_s"]
+    assert len(got) == 2 and sum(got) >= 0.2 * link_bytes, f"mininet {got} of {link_bytes:.0f}\n" + _diagnose(run)
     assert all(g > 0.25 * sum(got) for g in got), got
     # ccrig's own measurement (the TCP_INFO sampler) agrees with iperf3
     point = summary["points"][0]

@@ -1,12 +1,11 @@
-"""The two PAUSE study specs that need added delay (netem), pause_rtt.yaml (Fig. 4) and pause_burstiness.yaml
-(Fig. 7), through `ccrig run` on this distribution kernel: the run the `vm` testbed makes inside its guest
-(testbed netns here, as topologies/vm.run_experiment sets it). Runs inside the vm guest
-(tests/vm/test_vm_tier.py).
+"""The PAUSE study's spec along RTT, pause_rtt.yaml (Fig. 4), through `ccrig run` on this distribution kernel,
+its delay made by netem: the run the `vm` testbed makes inside its guest (testbed netns here, as
+topologies/vm.run_experiment sets it). Runs inside the vm guest (tests/vm/test_vm_tier.py). The host tier runs
+every PAUSE spec on this machine's kernel, its delay made by the delay line (the pause study's quick run).
 
-The sweeps are cut to one point each, both at the study's longest RTT (1 s, 100 ms at scale 10) and λ1 = 50
-packets/s, so the two points are the pair of Fig. 7 (files with idle time against always-backlogged flows)
-and pause_rtt's is its files point; 6 s per run instead of 12. Each point runs with PAUSE and again without
-it (T1 = T2 = B2), so four runs in all, about 40 s each on an emulated CPU.
+The sweep is cut to one point, the study's longest RTT (1 s, 100 ms at scale 10) at λ1 = 50 packets/s: its
+files point, 6 s instead of 12. It runs with PAUSE and again without it (T1 = T2 = B2), about 40 s each on an
+emulated CPU.
 
 Asserted is what the mechanism guarantees, whatever the emulated CPU's speed: the summary has the gain with a
 confidence interval; with PAUSE the controller paused and resumed link B; without it, never; node 2's queue
@@ -31,7 +30,6 @@ FILES = "{kind: files, size: 80kb, idle: 100ms}"
 # spec -> the one point it runs (a sweep of one point each, see above)
 STUDY = {
     "pause_rtt": "{topology.link_a.rate: [50pps], topology.rtt: [1s]}",
-    "pause_burstiness": '{"flows[0].workload": [bulk], topology.rtt: [1s]}',
 }
 
 
