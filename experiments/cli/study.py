@@ -1,4 +1,5 @@
-"""`ccrig study list / run NAME / report DIR`: the seed studies (experiments/studies/, experiments/run/study.py)."""
+"""`ccrig study list / run NAME / report DIR / keep DIR / compare A B`: the seed studies (experiments/studies/,
+experiments/run/study.py)."""
 from __future__ import annotations
 
 import sys
@@ -104,6 +105,16 @@ def report_(study_dir: Path = typer.Argument(..., help="a study directory (resul
     path = write_report(study_dir, runs)
     console.print(f"claims: {path}")
     console.print(path.read_text().split("## Specs")[0], markup=False)
+
+
+@app.command("keep")
+def keep_(study_dir: Path = typer.Argument(..., help="a full run's study directory (results/studies/...)"),
+          into: Optional[Path] = typer.Option(None, help="where to keep it (default: the study's own "
+                                                         "runs/<YYYYMMDD-HHMM of its start>)")):
+    """A full run's claims.json, study.json, claims.md and summary figures, kept beside its study to commit (never
+    the raw archive; claims.md's links made true there)."""
+    from ccrig.experiments.report.study_keep import keep
+    console.print(f"kept: {keep(study_dir, into)}")
 
 
 @app.command("compare")

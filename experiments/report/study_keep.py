@@ -1,0 +1,67 @@
+"""A full study run kept beside its study, as the studies' rule asks: claims.json, study.json, claims.md and the
+summary figures a reader needs (each spec's sweep figures and utility diagram), never the raw archive.
+
+    keep(study_dir, into=None) -> the folder   (default: experiments/studies/<name>/runs/<YYYYMMDD-HHMM of its start>)
+
+claims.md links into the archive (runs/<spec run>/report/...); the kept copy links its own figures instead, and
+names the archive (and the machine's path to it) for everything else.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from ccrig.errors import InputError
+
+FIGURES = ("sweep_*.png", "utility.png")
+KEPT = ("claims.json", "study.json", "claims.md")
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path.parent}: no readable {path.name} ({e}); expected a study directory that "
+                         f"`ccrig study run` finished (results/studies/...)") from None
+
+
+def keep(study_dir: Path, into: Path | None = None) -> Path:
+    study_dir = Path(study_dir)
+    claims, state = _read(study_dir / "claims.json"), _read(study_dir / "study.json")
+    if claims.get("quick") or state.get("quick"):
+        raise InputError(f"{study_dir}: a quick run checks the mechanics only and is not kept; expected a full run "
+                         f"(ccrig study run {state.get('study', 'NAME')})")
+    started = state.get("started", "")
+    if into is None:
+        stamp = re.sub(r"[-:]", "", started[:16]).replace("T", "-")
+        into = Path(state["folder"]) / "runs" / stamp
+    if into.exists():
+        raise InputError(f"--into {into}: already exists; expected a new folder (a kept run is never overwritten)")
+    (into / "figures").mkdir(parents=True)
+    for name in KEPT[:2]:
+        shutil.copy2(study_dir / name, into / name)
+    kept: dict[str, str] = {}   # the figure's path in the archive -> its name in the kept folder
+    for spec, rec in sorted(state.get("specs", {}).items()):
+        report = study_dir / rec.get("run_dir", "-") / "report"
+        for pattern in FIGURES:
+            for fig in sorted(report.glob(pattern)):
+                kept[f"{rec['run_dir']}/report/{fig.name}"] = f"figures/{spec}_{fig.name}"
+                shutil.copy2(fig, into / kept[f"{rec['run_dir']}/report/{fig.name}"])
+    (into / "claims.md").write_text(relink((study_dir / "claims.md").read_text(), kept, study_dir))
+    return into
+
+
+def relink(md: str, kept: dict[str, str], archive: Path) -> str:
+    """claims.md's links made true in the kept folder: a kept figure's to its copy, any other into the archive
+    as plain text naming where it is (the machine that ran the study keeps it)."""
+    def one(m: re.Match) -> str:
+        bang, text, target = m.groups()
+        if target in kept:
+            return f"{bang}[{text}]({kept[target]})"
+        if target.startswith("runs/"):
+            return f"{text} (archive: `{archive / target}`)"
+        return m.group(0)
+    # link text may hold one level of brackets (a figure named sweep_flows[0]_cc)
+    return re.sub(r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(([^)]+)\)", one, md)

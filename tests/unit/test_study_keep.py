@@ -1,0 +1,51 @@
+"""`ccrig study keep`: a full run's claims and figures beside its study, its claims.md's links true there."""
+import json
+
+import pytest
+
+from ccrig.errors import InputError
+from ccrig.experiments.report.study_keep import keep, relink
+
+
+def _study_dir(tmp_path, quick=False):
+    d = tmp_path / "pause-20261126-031544-1"
+    run = d / "runs/rtt_files-20261126-031544-1/report"
+    run.mkdir(parents=True)
+    (run / "sweep_topology_rtt.png").write_bytes(b"png")
+    (run / "utility.png").write_bytes(b"png")
+    (run / "trace.png").write_bytes(b"png")   # not a summary figure: stays in the archive
+    state = {"study": "pause", "folder": str(tmp_path / "studies/pause"), "quick": quick,
+             "started": "2026-11-26T03:15:44+00:00",
+             "specs": {"rtt_files": {"run_dir": "runs/rtt_files-20261126-031544-1", "status": "done"}}}
+    (d / "study.json").write_text(json.dumps(state))
+    (d / "claims.json").write_text(json.dumps({"study": "pause", "quick": quick, "claims": []}))
+    (d / "claims.md").write_text(
+        "| rtt_files | [rtt_files-1](runs/rtt_files-20261126-031544-1/report/report.md) |\n"
+        "![rtt](runs/rtt_files-20261126-031544-1/report/sweep_topology_rtt.png)\n"
+        "see [the paper](https://example.org/p.pdf)\n")
+    return d
+
+
+def test_a_full_run_is_kept_with_its_figures_and_true_links(tmp_path):
+    d = _study_dir(tmp_path)
+    into = keep(d)
+    assert into == tmp_path / "studies/pause/runs/20261126-0315"
+    assert sorted(p.name for p in (into / "figures").iterdir()) == ["rtt_files_sweep_topology_rtt.png",
+                                                                    "rtt_files_utility.png"]
+    md = (into / "claims.md").read_text()
+    assert "![rtt](figures/rtt_files_sweep_topology_rtt.png)" in md
+    assert f"rtt_files-1 (archive: `{d}/runs/rtt_files-20261126-031544-1/report/report.md`)" in md
+    assert "[the paper](https://example.org/p.pdf)" in md
+    assert json.loads((into / "claims.json").read_text())["study"] == "pause"
+    with pytest.raises(InputError, match="already exists"):   # never overwritten
+        keep(d)
+
+
+def test_a_quick_run_or_no_study_directory_is_refused(tmp_path):
+    with pytest.raises(InputError, match="quick run"):
+        keep(_study_dir(tmp_path, quick=True))
+    with pytest.raises(InputError, match="no readable claims.json"):
+        keep(tmp_path / "nothing")
+    assert relink("[a](b.md)", {}, tmp_path) == "[a](b.md)"
+    assert relink("[f[0]_cc](runs/x/report/f[0]_cc.png)", {}, tmp_path) == \
+        f"f[0]_cc (archive: `{tmp_path}/runs/x/report/f[0]_cc.png`)"
