@@ -15,6 +15,7 @@ study dealt last, to the first worker the host tier freed: it started at 15 min 
 vm group's first-run and vm testbed tests had pushed to 9.5 min) and both guests still ran at 33 min.
 """
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -42,6 +43,17 @@ def calibrated():
         return
     from ccrig.experiments.run import calibration
     calibration.capacity(Path(__file__).resolve().parents[1] / calibration.ROOT, f"ccrig-{os.getpid()}-cal")
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def pytest_configure(config):
+    # SIGTERM (a CI job's timeout, a killed make) ends the session as Ctrl-C would: fixtures tear down and finally
+    # blocks run in every worker, so a guest's qemu (a session of its own, which a signal to this process group
+    # does not reach) is stopped and what the tests set up is removed; by default Python would just die
+    signal.signal(signal.SIGTERM, _terminated)
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
