@@ -7,7 +7,8 @@
       another's, and `ccrig clean` still finds them by the run's prefix; each pair's samples and progress come
       back over a pipe to the run's sinks and bar; its record (or its failure) to `finished` as it ends, in
       whatever order they end, with whether another pair ran beside it at any time. finished() may ask for the
-      pair again (a spoiled repetition, runner.py): it is queued first, alone (nothing beside it) or not.
+      pair again (a spoiled repetition, runner.py): as any pair it is queued first, alone (nothing beside it)
+      last.
 
 A child is forked from the run, so it shares the laws the run loaded (by name) and imports nothing again. It
 traps SIGINT and SIGTERM itself and tears its repetition down on either: Ctrl-C in a terminal reaches every
@@ -164,7 +165,13 @@ class _Queue:
             load + self.cost(pair) <= self.capacity
 
     def again(self, pair: tuple, how: str) -> None:
-        self.waiting.insert(0, (pair, how == ALONE))
+        """A pair to run once more: as any pair, first in line; alone, last in line, so the others are not held
+        back while the machine drains for it, and the lone reruns of a run follow one another at its end (each
+        drain cost the run its slots: one 001 spec spent 40 % of its wall time with one pair running)."""
+        if how == ALONE:
+            self.waiting.append((pair, True))
+        else:
+            self.waiting.insert(0, (pair, False))
 
 
 def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str], Unit], prefix: str, lent: Lent,

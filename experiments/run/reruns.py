@@ -6,7 +6,8 @@
 A repetition whose numbers must not enter a verdict (analysis/samples.spoiled: its fidelity is not ok, a kernel
 fault hit a flow, the collector disagrees with iperf3, ...) is moved aside in the archive, excluded, and its pair
 runs again: alone when it ran beside other pairs or the machine limited it (interference is the likely cause, and
-side by side it would meet it again), else as any other pair. After RERUNS reruns the last attempt is kept as the
+side by side it would meet it again), else as any other pair; a kernel fault beside others runs again as any pair
+first (a fault is the kernel's, not the load's), alone the second time. After RERUNS reruns the last attempt is kept as the
 pair's record (spoiled, so usable() leaves it out of every verdict) and its point is reported unmeasurable with
 the reason. summary.json's `reruns` lists every excluded attempt (its folder, why, whether it ran beside others,
 how it runs again, when it ran) and every pair given up on.
@@ -70,7 +71,11 @@ class Reruns:
             self.say(f"warning: point {pair[0]} repetition {pair[1]} spoiled in {n + 1} attempts ({why}); "
                      f"its point is unmeasurable")
             return None
-        alone = beside or (record.get("fidelity") or {}).get("verdict", "ok") != "ok"
+        # interference is the likely cause of a limited machine and of a collector falling behind, not of the
+        # kernel's BPF fault (001 run B: faults came back in reruns alone, at handoff's 100-flow points): a fault
+        # beside others runs again as any pair, and alone only if it comes back
+        limited = (record.get("fidelity") or {}).get("verdict", "ok") != "ok"
+        alone = limited or (beside and (not why.startswith("kernel_fault") or n >= 1))
         self._aside(pair, entry, record, started, alone)
         return ALONE if alone else AGAIN
 

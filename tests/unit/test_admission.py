@@ -49,18 +49,23 @@ def test_a_pair_costlier_than_the_capacity_runs_alone():
 
 
 def test_a_pair_run_again_alone_waits_for_the_others_and_keeps_them_out():
-    q = queue({(0, 0): 1, (0, 1): 1, (0, 2): 1}, capacity=math.inf)
+    q = queue({(0, 0): 1, (0, 1): 1, (0, 2): 1, (0, 3): 1}, capacity=math.inf)
     assert start(q, [0, 1]) == [(0, 0), (0, 1)]
     q.running.pop((0, 0))
-    q.again((0, 0), engine.ALONE)
-    assert start(q, [0]) == []                # (0, 1) still runs
+    q.again((0, 0), engine.ALONE)             # last in line: the others go first, side by side
+    assert start(q, [0]) == [(0, 2)]
     q.running.clear()
-    assert start(q, [0, 1]) == [(0, 0)]
+    assert start(q, [0, 1]) == [(0, 3)]       # and still before the lone pair
+    q.running.pop((0, 3))
+    q.again((0, 3), engine.ALONE)
+    assert start(q, [0, 1]) == [(0, 0)]       # nothing else waiting: the lone pairs, one after another
     assert q.running[(0, 0)][4] is True
-    assert start(q, [1]) == []                # (0, 2) waits until the lone pair is done
+    assert start(q, [1]) == []
     q.running.clear()
     q.again((0, 1), engine.AGAIN)             # run again as any pair: first in line, beside others
-    assert start(q, [0, 1]) == [(0, 1), (0, 2)]
+    assert start(q, [0, 1]) == [(0, 1)]       # (0, 3) behind it must run alone
+    q.running.clear()
+    assert start(q, [0, 1]) == [(0, 3)] and q.running[(0, 3)][4] is True
 
 
 def _points(rates: list[str]):
@@ -153,6 +158,19 @@ def test_a_spoiled_attempt_is_moved_aside_and_rerun_alone_then_given_up(tmp_path
                                       f"{spoiled(fault)}"]
     assert spoiled(fault).startswith("kernel_fault: the BPF struct_ops fault hit flow(s) 1")
     assert summary["reruns"][-1]["kept"].startswith("as the pair's record") and reruns.unmeasurable(1) == []
+
+
+def test_a_kernel_fault_beside_others_runs_again_as_any_pair_then_alone(tmp_path):
+    (tmp_path / "run").mkdir()
+    archive, summary = RunArchive(tmp_path / "run"), {}
+    reruns = Reruns(archive, summary, lambda line: None)
+    fault = {**OK, "kernel_fault": [{"flow": 3}]}
+    assert reruns.judge((2, 0), _attempt(archive, (2, 0), fault), beside=True) == engine.AGAIN
+    assert reruns.judge((2, 0), _attempt(archive, (2, 0), fault), beside=True) == engine.ALONE
+    # a collector that fell behind beside others: alone at once (the load is the likely cause)
+    behind = {**OK, "cross_check": [{"flow": 0, "collector_vs_iperf3": -0.2, "collector_in_flight_bytes": 0}]}
+    assert reruns.judge((2, 1), _attempt(archive, (2, 1), behind), beside=True) == engine.ALONE
+    assert [r["rerun"] for r in summary["reruns"]] == ["as any pair", "alone", "alone"]
 
 
 def test_a_pair_the_path_refused_runs_again_as_any_pair_then_fails(tmp_path):
