@@ -47,6 +47,7 @@ class FlowSampler:
         self.samples: dict[str, list[tuple[float, dict]]] = {k: [] for k in keys}
         # the sampler's own account, for the fidelity monitor: the times of its polls, its CPU seconds
         self.poll_times: list[float] = []
+        self.sched: str | None = None   # the priority it got (sampler.c: prioritise)
         self.cpu: list[tuple[float, float]] = []
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -59,6 +60,8 @@ class FlowSampler:
             except json.JSONDecodeError:
                 continue
             t = rec["t"] - self.offset
+            if "sched" in rec:
+                self.sched = rec["sched"]
             self.ready.set()
             self.poll_times.append(t)
             if "cpu" in rec:

@@ -44,6 +44,7 @@ def test_one_process_samples_both_ends_of_every_flow(bed, native, monkeypatch):
         s = samplers[0]
         assert s.native == native
         s.wait_ready(timeout=30)
+        policy = os.sched_getscheduler(s.proc.pid)
         time.sleep(0.5)   # the servers listen: a lookup that lands on the listener must report nothing
         assert not any(s.snapshot(k) for k in s.keys), "a listening socket was reported as the connection"
         clients = [bed.popen(f.sender, ["iperf3", "-c", bed.address(f.receiver), "-p", str(f.server_port),
@@ -65,3 +66,5 @@ def test_one_process_samples_both_ends_of_every_flow(bed, native, monkeypatch):
         assert max(x.get("bytes_received", 0) for _, x in rcv) > 100_000
         assert all(x["state"] not in (6, 10) for _, x in snd + rcv)
     assert len(s.poll_times) > SECONDS * 25 and s.cpu, "the sampler reports its polls and its own CPU"
+    # root here: the lowest real-time priority (sampler.c says why), as it said and as the kernel has it
+    assert s.sched == "fifo" and policy == os.SCHED_FIFO, (s.sched, policy)
