@@ -9,6 +9,7 @@ in segments. No kernel or paper has it under this name (kernel module tcp_lin, B
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import shutil
 import sys
@@ -72,10 +73,14 @@ _IGNORE = shutil.ignore_patterns("build", "__pycache__", "*.o", "*.ko", "*.mod",
                                  "modules.order", "Module.symvers")
 
 
+_COPIES = itertools.count()
+
+
 def copy_with_family(parent: Path) -> Path:
-    """A copy of tcp_modules under parent, named cclw_tm_<pid> (an importable package name), with the lin
-    family's descriptor and C law added; its vectors are not written yet (see write_vectors)."""
-    root = Path(parent) / f"cclw_tm_{os.getpid()}"
+    """A copy of tcp_modules under parent, named cclw_tm_<pid>_<n> (an importable package name, new for each
+    copy: a second copy under the first one's name would import as the first, cached in sys.modules, and build
+    there), with the lin family's descriptor and C law added; its vectors are not written yet (write_vectors)."""
+    root = Path(parent) / f"cclw_tm_{os.getpid()}_{next(_COPIES)}"
     shutil.copytree(TCP_MODULES, root, ignore=_IGNORE)
     (root / "families" / "lin.py").write_text(DESCRIPTOR)
     (root / "families" / "lin.h").write_text(C_LAW)
