@@ -281,10 +281,15 @@ int main(int argc, char **argv) {
         next.tv_sec += ns / 1000000000L + next.tv_nsec / 1000000000L;
         next.tv_nsec %= 1000000000L;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec))
-            next = now;   /* fell behind (a busy machine): do not burst to catch up */
-        else
-            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
+            /* fell behind (a busy machine, a slow poll): do not burst to catch up, and at real-time priority
+             * still leave the CPU half a period, so a poll longer than the period cannot take a core */
+            next = now;
+            next.tv_nsec += ns / 2;
+            next.tv_sec += next.tv_nsec / 1000000000L;
+            next.tv_nsec %= 1000000000L;
+        }
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
     }
     return 0;
 }

@@ -354,8 +354,9 @@ def main(argv=None) -> int:
             delay = next_t - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            else:  # fell behind (a busy machine): do not burst to catch up
-                next_t = time.monotonic()
+            else:  # fell behind: do not burst to catch up, and leave the CPU half a period (sampler.c)
+                next_t = time.monotonic() + args.period / 2
+                time.sleep(args.period / 2)
     except BrokenPipeError:
         pass
     return 0
