@@ -4,7 +4,7 @@ summary figures a reader needs (each spec's sweep figures and utility diagram), 
     keep(study_dir, into=None) -> the folder   (default: experiments/studies/<name>/runs/<YYYYMMDD-HHMM of its start>)
 
 claims.md links into the archive (runs/<spec run>/report/...); the kept copy links its own figures instead, and
-names the archive (and the machine's path to it) for everything else.
+says "in the archive" (its header names it) for everything else.
 """
 from __future__ import annotations
 
@@ -49,19 +49,19 @@ def keep(study_dir: Path, into: Path | None = None) -> Path:
             for fig in sorted(report.glob(pattern)):
                 kept[f"{rec['run_dir']}/report/{fig.name}"] = f"figures/{spec}_{fig.name}"
                 shutil.copy2(fig, into / kept[f"{rec['run_dir']}/report/{fig.name}"])
-    (into / "claims.md").write_text(relink((study_dir / "claims.md").read_text(), kept, study_dir))
+    (into / "claims.md").write_text(relink((study_dir / "claims.md").read_text(), kept))
     return into
 
 
-def relink(md: str, kept: dict[str, str], archive: Path) -> str:
+def relink(md: str, kept: dict[str, str]) -> str:
     """claims.md's links made true in the kept folder: a kept figure's to its copy, any other into the archive
-    as plain text naming where it is (the machine that ran the study keeps it)."""
+    (which claims.md's header names, on the machine that ran the study) as plain text."""
     def one(m: re.Match) -> str:
         bang, text, target = m.groups()
         if target in kept:
             return f"{bang}[{text}]({kept[target]})"
-        if target.startswith("runs/"):
-            return f"{text} (archive: `{archive / target}`)"
+        if target.startswith("runs/"):   # the header names the archive once
+            return f"{text} (in the archive)"
         return m.group(0)
     # link text may hold one level of brackets (a figure named sweep_flows[0]_cc)
     return re.sub(r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(([^)]+)\)", one, md)

@@ -7,8 +7,8 @@ A repetition whose numbers must not enter a verdict (analysis/samples.spoiled: i
 fault hit a flow, the collector disagrees with iperf3, ...) is moved aside in the archive, excluded, and its pair
 runs again: alone when it ran beside other pairs or the machine limited it (interference is the likely cause, and
 side by side it would meet it again), else as any other pair; a kernel fault beside others runs again as any pair
-first (a fault is the kernel's, not the load's), alone the second time. After RERUNS reruns the last attempt is kept as the
-pair's record (spoiled, so usable() leaves it out of every verdict) and its point is reported unmeasurable with
+first (a fault is the kernel's, not the load's), alone the second time. After RERUNS reruns the last attempt is
+kept as the pair's record (spoiled, so usable() leaves it out of every verdict) and its point is reported unmeasurable with
 the reason. summary.json's `reruns` lists every excluded attempt (its folder, why, whether it ran beside others,
 how it runs again, when it ran) and every pair given up on.
 

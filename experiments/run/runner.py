@@ -273,8 +273,8 @@ class Runner:
         """Every pair not complete yet, in the seeded order, one at a time in this process or side by side in
         processes of their own (--jobs; auto: admitted by cost against the calibrated capacity); a point is
         summarised once its last pair is in. A spoiled repetition runs again (reruns.py: alone after running
-        beside others), up to a limit, and so does one the path refused (PathError). A pair that fails (a program or sampler died) is recorded with its reason
-        and the run goes on; the command line's exit code says so at the end."""
+        beside others), up to a limit, and so does one the path refused (PathError). A pair that fails (a program
+        or sampler died) is recorded with its reason and the run goes on; the command line's exit code says so."""
         todo = [pair for pair in self.order if pair in self.todo]
         left = {p.index: sum(1 for pair in todo if pair[0] == p.index) for p in self.points}
         jobs = min(self.jobs(), max(1, len(todo)))
