@@ -224,8 +224,8 @@ static void add_sock(const char *spec) {
 /* The sampler must not be the victim of the load it measures: at a test's end hundreds of iperf3 processes (each
  * a session, so an autogroup, of its own) wake at once, and a sampler at their priority missed 1.4 s of polls while
  * the flows' last data went out (study 001: "collector disagreement"). So it asks for the lowest real-time
- * priority (it sleeps between polls: a few percent of a core), else the highest nice its group may have; and a
- * larger pipe, so a reader late by a second does not stop its polls. Says which it got: "fifo", "nice" or "". */
+ * priority (it sleeps between polls: a few percent of a core), else the highest nice its group may have; and, where
+ * its output is a pipe, a larger one (the runner gives it a file: collectors.py). Says which: "fifo", "nice" or "". */
 static const char *prioritise(void) {
     fcntl(1, F_SETPIPE_SZ, 1 << 20);
     struct sched_param sp = {.sched_priority = 1};
