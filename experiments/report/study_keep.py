@@ -16,6 +16,7 @@ from pathlib import Path
 from ccrig.errors import InputError
 
 FIGURES = ("sweep_*.png", "utility.png")
+SINGLE = {"sweep_point.png"}   # a spec of one point has no axis to sweep: its figure says nothing the table does not
 KEPT = ("claims.json", "study.json", "claims.md")
 
 
@@ -46,7 +47,7 @@ def keep(study_dir: Path, into: Path | None = None) -> Path:
     for spec, rec in sorted(state.get("specs", {}).items()):
         report = study_dir / rec.get("run_dir", "-") / "report"
         for pattern in FIGURES:
-            for fig in sorted(report.glob(pattern)):
+            for fig in sorted(f for f in report.glob(pattern) if f.name not in SINGLE):
                 kept[f"{rec['run_dir']}/report/{fig.name}"] = f"figures/{spec}_{fig.name}"
                 shutil.copy2(fig, into / kept[f"{rec['run_dir']}/report/{fig.name}"])
     (into / "claims.md").write_text(relink((study_dir / "claims.md").read_text(), kept))
