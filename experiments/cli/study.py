@@ -113,7 +113,7 @@ def keep_(study_dir: Path = typer.Argument(..., help="a full run's study directo
                                                          "runs/<YYYYMMDD-HHMM of its start>)")):
     """A full run's claims.json, study.json, claims.md and summary figures, kept beside its study to commit (never
     the raw archive; claims.md's links made true there)."""
-    from ccrig.experiments.report.study_keep import keep
+    from ccrig.experiments.report.study_keep import keep  # lazy: as the other commands, none of it at startup
     console.print(f"kept: {keep(study_dir, into)}")
 
 
