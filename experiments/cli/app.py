@@ -74,20 +74,30 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
                                  "this machine, each under names of its own: a number, or auto (pairs admitted "
                                  "while their packet rates fit this machine's capacity, measured once and cached in "
                                  "results/calibration; netns only, other testbeds run one at a time). A pair "
-                                 "spoiled beside others runs again alone. A vm guest sets CCRIG_JOBS=1")):
+                                 "spoiled beside others runs again alone. A vm guest sets CCRIG_JOBS=1"),
+        fleet: Optional[Path] = typer.Option(None, "--fleet", help="deal the pairs to the hosts of this Ansible "
+                                             "inventory's group `fleet` (each runs its share on its own kernel, "
+                                             "its --jobs the host's ccrig_jobs; see README, The fleet)"),
+        pairs: Optional[str] = typer.Option(None, "--pairs", hidden=True, help="only these pairs, P:R[:variant],... "
+                                            "in this order (a fleet member's batch)"),
+        prefix: Optional[str] = typer.Option(None, "--prefix", hidden=True, help="the name prefix of everything "
+                                             "the run makes (a fleet member's: ccrig-PID-mK)")):
     """Run an experiment: every sweep point and repetition; print a summary and the run directory.
 
     testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""
     with json_stdout(as_json) as stream:
         _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, stream if as_json else None,
-             resume, sigma, jobs)
+             resume, sigma, jobs, fleet, pairs, prefix)
 
 
 def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, json_out, resume=None,
-         sigma=None, jobs: int | str = 1) -> None:
-    from ccrig.experiments.run.runner import Options, Runner  # lazy: numpy and scipy
+         sigma=None, jobs: int | str = 1, fleet=None, pairs=None, prefix=None) -> None:
+    from ccrig.experiments.run.runner import Options, Runner, run_prefix  # lazy: numpy and scipy
     from ccrig.experiments.run.engine import parse_jobs  # lazy: numpy and scipy
+    from ccrig.experiments.run.fleet import parse_pairs, use_fleet  # lazy: the runner's
     jobs = parse_jobs(str(jobs))
+    use_fleet(fleet)
+    pairs = parse_pairs(pairs) if pairs is not None else None
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
     if sigma is not None:   # the level of ±sigma of a normal, as the spec's `ci`
@@ -109,7 +119,8 @@ def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progres
     if testbed != exp.testbed:
         raw, exp = specmod.load(spec, [*set_, f"testbed={testbed}"])
     runner = Runner(spec, raw, exp, Options(out_root=out, prometheus=prometheus, prometheus_root=prometheus_dir,
-                                               progress=progress, resume=resume, jobs=jobs))
+                                               progress=progress, resume=resume, jobs=jobs, pairs=pairs,
+                                               prefix=prefix or run_prefix()))
     try:
         result = runner.run()
         ignore_signals()   # everything is torn down; a late Ctrl-C must not kill the exit mid-way
@@ -184,6 +195,13 @@ def _use_inventory(inventory: Optional[Path]) -> None:
         raise InputError(f"--inventory: got {str(inventory)!r}; expected an Ansible inventory file "
                          f"(see ansible/inventories/)")
     os.environ["CCRIG_INVENTORY"] = str(inventory.resolve())
+
+
+@app.command("member-facts", hidden=True)
+def member_facts():
+    """What this machine is as a fleet member (JSON): kernel, CPUs, ccrig's revision, the laws' sources."""
+    from ccrig.experiments.run.fleet import facts  # lazy: the runner's
+    print(jsondoc.dumps(facts()))
 
 
 @app.command()

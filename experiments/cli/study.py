@@ -65,6 +65,8 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                                              "undecided, look after look, until every claim is decided, the "
                                              "budget is spent or the last look (3) is taken; the error rate "
                                              "stays 5 % per claim over the looks"),
+        fleet: Optional[Path] = typer.Option(None, "--fleet", help="deal every spec's pairs to the hosts of this "
+                                             "Ansible inventory's group `fleet` (as ccrig run --fleet)"),
         seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**31 - 1,
                                            help="every spec's seed (the order of its pairs, a workload's random "
                                            "times) instead of the spec's own: a second run of a study with "
@@ -74,6 +76,8 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
     from ccrig.experiments.run.study import report as write_report, run as run_study  # lazy: the runner (numpy, scipy)
     from ccrig.experiments.run.engine import parse_jobs  # lazy: the runner (numpy, scipy)
     from ccrig.experiments.run.budget import parse_budget  # lazy: as above
+    from ccrig.experiments.run.fleet import use_fleet  # lazy: as above
+    use_fleet(fleet)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
     try:

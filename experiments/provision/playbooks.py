@@ -48,6 +48,7 @@ class PlaybookResult:
     # (host, task, message) of every failure that was not rescued
     failures: list[tuple[str, str, str]] = field(default_factory=list)
     changes: list[tuple[str, str]] = field(default_factory=list)  # (host, task) of every change
+    outputs: dict[tuple[str, str], dict] = field(default_factory=dict)   # (host, task) -> its result, if ok
 
     @property
     def changed(self) -> int:
@@ -110,7 +111,28 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
     if preflight:
         check_hosts(inv, commands, interfaces=book.name != "teardown.yml")
 
-    control = Path(tempfile.mkdtemp(prefix="ccrig-provision-ssh-"))
+    result, code, stderr = play(Path(inventory), book, commands, echo, ["--check"] if check else [])
+    if result.failures:
+        # hosts failing the same task the same way are named together
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for h, t, m in result.failures:
+            grouped.setdefault((t, m), []).append(h)
+        lines = [f"{'host' if len(hs) == 1 else 'hosts'} {', '.join(hs)}, task {t!r}: {m}"
+                 for (t, m), hs in grouped.items()]
+        raise RunError(f"provision ({book.name}) failed: " + "; ".join(lines))
+    if code != 0:
+        last = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+        raise RunError(f"provision ({book.name}): ansible-playbook exited {code}: "
+                       f"{last[-1] if last else 'no message'}")
+    return result
+
+
+def play(inventory: Path, book: Path, commands: Commands, echo, args: list[str] = (),
+         started=lambda proc: None) -> tuple[PlaybookResult, int, str]:
+    """ansible-playbook BOOK on the inventory (args: more of its options: --check, -l, -e), its JSON-lines events
+    read as they come: (what happened on each host, its exit status, its stderr). started(proc) is handed the
+    process (to stop it from another thread)."""
+    control = Path(tempfile.mkdtemp(prefix="ccrig-ansible-ssh-"))
     env = dict(os.environ,
                ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"),
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.jsonl",
@@ -118,15 +140,14 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
                ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                # the venv's Ansible tools before any other on PATH (ansible-playbook runs its helpers by name)
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    argv = [ansible_tool("ansible-playbook"), "-i", str(Path(inventory).resolve()), str(book)]
-    if check:
-        argv.append("--check")
+    argv = [ansible_tool("ansible-playbook"), "-i", str(Path(inventory).resolve()), str(book), *args]
     commands.note(argv)   # started below with its own pipes, environment and directory
     result = PlaybookResult(book.name)
     t0 = time.monotonic()
     timed = lambda line: echo(f"[{time.monotonic() - t0:6.1f}s] {line}")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=ANSIBLE_DIR)
+    started(proc)
     try:
         for line in proc.stdout:
             _event(line, result, timed)
@@ -139,19 +160,7 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
     finally:
         _close_control(control, commands)
     commands.note(argv, str(proc.returncode))
-    if result.failures:
-        # hosts failing the same task the same way are named together
-        grouped: dict[tuple[str, str], list[str]] = {}
-        for h, t, m in result.failures:
-            grouped.setdefault((t, m), []).append(h)
-        lines = [f"{'host' if len(hs) == 1 else 'hosts'} {', '.join(hs)}, task {t!r}: {m}"
-                 for (t, m), hs in grouped.items()]
-        raise RunError(f"provision ({book.name}) failed: " + "; ".join(lines))
-    if proc.returncode != 0:
-        last = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-        raise RunError(f"provision ({book.name}): ansible-playbook exited {proc.returncode}: "
-                       f"{last[-1] if last else 'no message'}")
-    return result
+    return result, proc.returncode, stderr
 
 
 def _event(line: str, result: PlaybookResult, echo) -> None:
@@ -168,6 +177,8 @@ def _event(line: str, result: PlaybookResult, echo) -> None:
             outcome = kind.rsplit("_", 1)[-1]
             if kind.startswith("v2_runner_item_on_"):
                 continue  # the task's own event sums its items up
+            if outcome == "ok":
+                result.outputs[(host, task)] = res
             if outcome == "ok" and res.get("changed"):
                 outcome = "changed"
                 result.changes.append((host, task))

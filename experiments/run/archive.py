@@ -15,6 +15,7 @@ import csv
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -216,3 +217,23 @@ class RepetitionTables:
                              "bytes_sent": s.get("bytes_sent"), "ca_state": s.get("ca_state"),
                              "total_retrans": s.get("total_retrans")})
         table.close()
+
+
+MIN_FREE = 16 * 2**20   # bytes: a short run's archive is well under it; less means the disk is full in all but name
+
+
+def archive_room(out_root: Path) -> None:
+    """Raises InputError unless a run directory can be made under out_root and there is room to write it. Makes nothing: the nearest folder that exists is tried with a file made and removed at once."""
+    where = out_root
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        with tempfile.TemporaryFile(dir=where):
+            pass
+        st = os.statvfs(where)
+    except OSError as e:
+        raise InputError(f"--out {out_root}: cannot write a run directory there ({e.strerror})") from None
+    free = st.f_bavail * st.f_frsize
+    if free < MIN_FREE:
+        raise InputError(f"--out {out_root}: only {free / 2**20:.1f} MiB free there; a run needs at least "
+                         f"{MIN_FREE // 2**20} MiB")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -31,10 +30,11 @@ from ccrig.tcp_modules.manager import CcSet
 from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.run import calibration, engine, pause_run, repetition, schedule, signals, summary
-from ccrig.experiments.run.archive import RunArchive, new_run_dir, open_to_resume
+from ccrig.experiments.run.archive import RunArchive, archive_room, new_run_dir, open_to_resume
 from ccrig.experiments.run.preflight import needs
 from ccrig.experiments.run.progress import NoBar, progress
 from ccrig.experiments.run.repetition import BASELINE, Lent, Unit, make_testbed
+from ccrig.experiments.run.fleet import FLEET_ENV, Fleet
 from ccrig.experiments.run.reruns import RERUNS, Reruns
 from ccrig.experiments.telemetry.backfill import LOG_NAME
 from ccrig.experiments.telemetry.sinks import Sinks, point_samples
@@ -42,6 +42,10 @@ from ccrig.experiments.telemetry.sinks import Sinks, point_samples
 
 def run_prefix() -> str:
     return f"ccrig-{os.getpid()}"
+
+
+def fleet_inventory() -> Path | None:
+    return Path(os.environ[FLEET_ENV]) if os.environ.get(FLEET_ENV) else None
 
 
 @dataclass
@@ -56,6 +60,8 @@ class Options:
     repetitions: dict[int, int] | None = None   # point index -> its repetitions, over the spec's (a study's)
     calibration_root: Path = calibration.ROOT   # where this machine's measured capacity is cached (auto)
     reruns: int = RERUNS            # how often a spoiled repetition runs again (a study's --quick: never)
+    fleet: Path | None = field(default_factory=fleet_inventory)   # --fleet: the pairs go to its members
+    pairs: list[tuple] | None = None   # --pairs: only these, in this order (a fleet member's batch)
 
 
 @dataclass
@@ -90,9 +96,13 @@ class Runner:
         self.capacity: float | None = None   # --jobs auto: this machine's measured capacity (calibration.py)
         self.reruns: Reruns | None = None
         self.started: dict[tuple, float] = {}   # pair -> when its latest attempt started
+        self.fleet: Fleet | None = None   # --fleet: the members the pairs are dealt to (fleet.py)
 
     # --- the whole run ----------------------------------------------------------------------------------
     def preflight(self) -> None:
+        if self.opt.fleet is not None:   # each member asks its own kernel (this machine runs no pair)
+            self.fleet = Fleet(self.opt.fleet, self.opt.prefix, self.commands)
+            return self.fleet.check(self.raw)
         missing = [n for n in needs(self.points, self.commands, self.opt.prefix) if not n.ok]
         # what the testbed itself lacks here (Mininet: its tools, the switch kind), asked without setting anything
         # up; a remote testbed's hosts were checked over SSH in needs()
@@ -158,6 +168,8 @@ class Runner:
         """Loads the congestion controls every point needs (modules or BPF), once for the whole run, where the
         testbed says the flows' senders are (law_systems: this machine, or each sender's host over connections
         kept for the whole run: each repetition's testbed connects and disconnects, the laws outlive it)."""
+        if self.fleet is not None:   # each member's run loads its own
+            return
         bed = testbeds.get(self.exp.testbed)
         ccs: dict = {}   # the sender node on a remote testbed (None: this machine) -> its flows' cc values
         for p in self.points:
@@ -203,8 +215,8 @@ class Runner:
         variants = {p.index: [BASELINE] for p in self.points if p.experiment.pause_gain}
         reps_of = {p.index: (self.opt.repetitions or {}).get(p.index, p.experiment.repetitions) for p in self.points}
         recorded = [tuple(pair) for pair in self.summary.get("order") or []] if self.opt.resume is not None else []
-        self.order = (schedule.extend(recorded, reps_of, seed, variants) if recorded
-                      else schedule.order(reps_of, seed, variants))
+        self.order = (list(self.opt.pairs) if self.opt.pairs else schedule.extend(recorded, reps_of, seed, variants)
+                      if recorded else schedule.order(reps_of, seed, variants))
         self.summary.update(seed=seed, seed_from="spec" if self.exp.seed is not None else "the run's name",
                             order=[list(pair) for pair in self.order], ci_level=self.exp.ci)
         if self.opt.repetitions:
@@ -262,7 +274,7 @@ class Runner:
     def _calibrate(self) -> None:
         """Under --jobs auto, with pairs to run side by side on a testbed that can: this machine's capacity,
         measured once (before anything of the run is set up) and cached, recorded in env.json."""
-        if self.opt.jobs != "auto" or not testbeds.get(self.exp.testbed).side_by_side or len(self.todo) < 2:
+        if self.opt.jobs != "auto" or self.fleet or not testbeds.get(self.exp.testbed).side_by_side or len(self.todo) < 2:
             return
         record = calibration.for_run(self.opt.calibration_root, f"{self.opt.prefix}-cal")
         if record is not None:
@@ -309,11 +321,18 @@ class Runner:
                 self.reruns.mark_unmeasurable(pair[0])
             return None
 
-        for p in self.points:   # resumed: a point whose pairs are all in the archive
-            if not left[p.index] and p.index not in self.finished:
+        for p in self.points:   # resumed: a point whose pairs are all in the archive (--pairs: of those)
+            if not left[p.index] and p.index not in self.finished and any(q[0] == p.index for q in self.order):
                 self._finish_point(p)
         with progress(self.opt.progress, len(todo) * self.exp.n_intervals) as self.bar:
             lent = Lent(self.commands, self.sinks.publish, self.bar.advance)
+            if self.fleet is not None:
+                try:
+                    return self.fleet.deal(todo, self.archive, finished, lent, self.run_id, self.raw,
+                                           self.exp.duration)
+                finally:   # the members' kernel (they agree: Fleet.check), and who was lost when
+                    self.summary.update(fleet=self.fleet.describe(), kernel=self.fleet.kernel)
+                    self.archive.write_json("summary.json", self.summary)
             if jobs > 1:
                 auto = self.capacity is not None
                 engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lent, finished,
@@ -377,23 +396,3 @@ class Runner:
         if self.cc is not None:
             parts.append("the congestion controls")
         return ", ".join(parts) or "the run's records"
-
-
-MIN_FREE = 16 * 2**20   # bytes: a short run's archive is well under it; less means the disk is full in all but name
-
-
-def archive_room(out_root: Path) -> None:
-    """Raises InputError unless a run directory can be made under out_root and there is room to write it. Makes nothing: the nearest folder that exists is tried with a file made and removed at once."""
-    where = out_root
-    while not where.exists() and where != where.parent:
-        where = where.parent
-    try:
-        with tempfile.TemporaryFile(dir=where):
-            pass
-        st = os.statvfs(where)
-    except OSError as e:
-        raise InputError(f"--out {out_root}: cannot write a run directory there ({e.strerror})") from None
-    free = st.f_bavail * st.f_frsize
-    if free < MIN_FREE:
-        raise InputError(f"--out {out_root}: only {free / 2**20:.1f} MiB free there; a run needs at least "
-                         f"{MIN_FREE // 2**20} MiB")

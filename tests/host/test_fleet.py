@@ -1,0 +1,148 @@
+"""The fleet (`ccrig run --fleet INVENTORY`, experiments/run/fleet.py): a run's pairs dealt to the members of an
+Ansible inventory over real SSH. The members are network namespaces with sshd of their own (tests/support's SSH
+hosts), each running its share with this checkout's ccrig on this kernel; Ansible drives them as it would lab
+hosts. A member lost mid-run has its pairs dealt to the others; Ctrl-C leaves nothing on any member; a member
+that cannot answer is refused before anything runs."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import CCRIG as CCRIG_ARGV, ROOT, dumbbell
+
+from support.sshhosts import Host, SshHosts
+
+CCRIG = str(Path(sys.executable).parent / "ccrig")
+
+
+@pytest.fixture
+def fleet():
+    bed = SshHosts([Host(f"f{i}", ["fleet"], extra={"ccrig_command": CCRIG, "ccrig_jobs": 1}) for i in (1, 2)])
+    with bed:
+        yield bed
+
+
+def _start(ccrig, fleet, spec: dict) -> subprocess.Popen:
+    argv = ccrig.argv(ccrig.write(spec), "--fleet", str(fleet.inventory))
+    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _left(pid: int) -> list[str]:
+    """What a fleet run of this pid left on any member (they share this machine): namespaces, processes,
+    scratch folders."""
+    prefix = f"ccrig-{pid}-"
+    ns = [n for n in os.listdir("/run/netns") if n.startswith(prefix)] if os.path.isdir("/run/netns") else []
+    procs = subprocess.run(["pgrep", "-a", "-f", f"[-]-prefix {prefix}"], capture_output=True, text=True).stdout
+    scratch = [str(p) for p in Path("/tmp").glob(f"{prefix}*")] + [str(p) for p in Path("/tmp").glob(
+        f"ccrig-{pid}-fleet-*")]
+    return ns + procs.splitlines() + scratch
+
+
+def test_a_run_is_dealt_to_two_members_and_comes_back_whole(ccrig, fleet):
+    spec = dumbbell([{"cc": "reno"}], duration="4s", repetitions=2,
+                    sweep={"topology.bottleneck.rate": ["10mbit", "20mbit"]})
+    p = _start(ccrig, fleet, spec)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-2000:]
+    run = ccrig.run_dirs()[-1]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["complete"] and summary["fleet"]["lost"] == []
+    assert set(summary["fleet"]["members"]) == {"f1", "f2"}
+    assert summary["kernel"] == os.uname().release
+    members = []
+    for rep in sorted(run.glob("points/*/rep*")):
+        member = json.loads((rep / "member.json").read_text())
+        assert member["facts"]["kernel"] == os.uname().release and member["env"]["kernel"]["release"]
+        members.append(member["member"])
+        assert json.loads((rep / "repetition.json").read_text())["fidelity"]["verdict"] == "ok"
+    assert len(members) == 4 and set(members) == {"f1", "f2"}, members
+    # each pair measured against its own link on its member
+    for point, rate in zip(summary["points"], (10e6, 20e6)):
+        g = point["system"]["goodput_bps"]["mean"]
+        assert 0.85 * rate * 1448 / 1514 < g < 1.02 * rate, (rate, g)
+        assert len(point["repetitions"]) == 2 and point["system"]["goodput_bps"]["ci"]["method"] == "runs"
+    # the members' samples are the run's, under its name
+    runs = {json.loads(line)["labels"].get("run") for line in (run / "samples.jsonl").read_text().splitlines()}
+    assert runs == {summary["run"]}
+    # every member's work went through Ansible, logged like any command of the run
+    assert "fleet_pairs.yml" in (run / "commands.log").read_text()
+    assert _left(p.pid) == []
+
+
+def test_a_member_lost_mid_run_has_its_pairs_dealt_to_the_other(ccrig, fleet):
+    spec = dumbbell([{"cc": "reno"}], duration="6s", repetitions=3)
+    p = _start(ccrig, fleet, spec)
+    f2 = fleet.ns("f2")
+    # f2 is measuring (its run made a namespace of its own prefix): it goes down as a powered-off host would,
+    # every process in it gone at once (sshd, its sessions, its run)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not [n for n in os.listdir("/run/netns")
+                                               if n.startswith(f"ccrig-{p.pid}-m1-")]:
+        time.sleep(0.1)
+    lost_at = time.monotonic()
+    pids = subprocess.run(["ip", "netns", "pids", f2], capture_output=True, text=True).stdout.split()
+    assert pids, "f2 had nothing running"
+    subprocess.run(["kill", "-KILL", *pids])
+    out, err = p.communicate(timeout=300)
+    # a rebooted host has nothing left; f2's share of this machine is cleared as its reboot would
+    subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
+    subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
+    assert p.returncode == 0, err[-2000:]
+    assert "fleet member f2 lost" in out + err
+    summary = ccrig.summary()
+    assert summary["complete"] and len(summary["points"][0]["repetitions"]) == 3
+    lost = summary["fleet"]["lost"]
+    assert [x["member"] for x in lost] == ["f2"] and lost[0]["pairs_dealt_again"], lost
+    assert "unreachable" in lost[0]["why"] or "exited" in lost[0]["why"], lost
+    run = ccrig.run_dirs()[-1]
+    served = {int(r.parent.name[3:]): json.loads(r.read_text())["member"] for r in run.glob("points/*/rep*/member.json")}
+    # what f2 had when it went down came back from f1
+    assert len(served) == 3 and all(served[rep] == "f1" for _, rep in lost[0]["pairs_dealt_again"]), (served, lost)
+    assert time.monotonic() - lost_at < 200
+    assert _left(p.pid) == []
+
+
+def test_ctrl_c_stops_every_members_pairs_and_leaves_nothing(ccrig, fleet):
+    spec = dumbbell([{"cc": "reno"}], duration="30s", repetitions=2)
+    p = _start(ccrig, fleet, spec)
+    deadline = time.monotonic() + 120
+    # both members measuring
+    while time.monotonic() < deadline and len({n.split("-")[2] for n in os.listdir("/run/netns")
+                                               if n.startswith(f"ccrig-{p.pid}-m")}) < 2:
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    assert _left(p.pid) == []
+    summary = ccrig.summary()
+    assert not summary["complete"] and set(summary["fleet"]["members"]) == {"f1", "f2"}
+
+
+def test_a_member_that_cannot_answer_is_refused_before_anything_runs(ccrig, fleet):
+    fleet.sshd["f2"].kill()
+    fleet.sshd["f2"].wait()
+    p = _start(ccrig, fleet, dumbbell([{"cc": "reno"}], duration="4s"))
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 2, err
+    assert "--fleet" in err and "host f2" in err and "unreachable" in err, err
+    assert ccrig.run_dirs() == [] and _left(p.pid) == []
+
+
+def test_a_study_runs_on_the_fleet_and_judges_its_claims(tmp_path, fleet):
+    from test_study_run import make_study   # its study of two specs and four claims
+    folder, out = make_study(tmp_path, repetitions=2), tmp_path / "studies"
+    p = subprocess.run([*CCRIG_ARGV, "study", "run", str(folder), "--out", str(out), "--prometheus", "off",
+                        "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=400)
+    assert p.returncode == 0, p.stderr[-2000:] + p.stdout[-2000:]
+    (study_dir,) = out.iterdir()
+    verdicts = {c["id"]: c["verdict"] for c in json.loads((study_dir / "claims.json").read_text())["claims"]}
+    assert verdicts["alone-uses-the-link"] == "holds" and verdicts["false"] == "fails", verdicts
+    served = [json.loads(r.read_text())["member"] for r in study_dir.glob("runs/*/points/*/rep*/member.json")]
+    assert len(served) == 6 and set(served) == {"f1", "f2"}, served
