@@ -81,17 +81,19 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
         pairs: Optional[str] = typer.Option(None, "--pairs", hidden=True, help="only these pairs, P:R[:variant],... "
                                             "in this order (a fleet member's batch)"),
         prefix: Optional[str] = typer.Option(None, "--prefix", hidden=True, help="the name prefix of everything "
-                                             "the run makes (a fleet member's: ccrig-PID-mK)")):
+                                             "the run makes (a fleet member's: ccrig-PID-mK)"),
+        reruns: Optional[int] = typer.Option(None, "--reruns", hidden=True, min=0, max=5, help="how often a spoiled "
+                                             "repetition runs again (a fleet member's: 0, its controller judges)")):
     """Run an experiment: every sweep point and repetition; print a summary and the run directory.
 
     testbed auto runs on netns when this kernel has everything the spec needs, else in a vm."""
     with json_stdout(as_json) as stream:
         _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, stream if as_json else None,
-             resume, sigma, jobs, fleet, pairs, prefix)
+             resume, sigma, jobs, fleet, pairs, prefix, reruns)
 
 
 def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, json_out, resume=None,
-         sigma=None, jobs: int | str = 1, fleet=None, pairs=None, prefix=None) -> None:
+         sigma=None, jobs: int | str = 1, fleet=None, pairs=None, prefix=None, reruns=None) -> None:
     from ccrig.experiments.run.runner import Options, Runner, run_prefix  # lazy: numpy and scipy
     from ccrig.experiments.run.engine import parse_jobs  # lazy: numpy and scipy
     from ccrig.experiments.run.fleet import parse_pairs, use_fleet  # lazy: the runner's
@@ -120,7 +122,8 @@ def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progres
         raw, exp = specmod.load(spec, [*set_, f"testbed={testbed}"])
     runner = Runner(spec, raw, exp, Options(out_root=out, prometheus=prometheus, prometheus_root=prometheus_dir,
                                                progress=progress, resume=resume, jobs=jobs, pairs=pairs,
-                                               prefix=prefix or run_prefix()))
+                                               prefix=prefix or run_prefix(),
+                                               **({} if reruns is None else {"reruns": reruns})))
     try:
         result = runner.run()
         ignore_signals()   # everything is torn down; a late Ctrl-C must not kill the exit mid-way

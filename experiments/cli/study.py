@@ -67,6 +67,10 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                                              "stays 5 % per claim over the looks"),
         fleet: Optional[Path] = typer.Option(None, "--fleet", help="deal every spec's pairs to the hosts of this "
                                              "Ansible inventory's group `fleet` (as ccrig run --fleet)"),
+        by_kernel: bool = typer.Option(False, "--by-kernel", help="run the study on each kernel (with --fleet: "
+                                       "its members grouped by kernel; else this machine's on netns and the vm "
+                                       "testbed's) and write kernels.md: one column per kernel, a claim decided "
+                                       "differently on two flagged"),
         seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**31 - 1,
                                            help="every spec's seed (the order of its pairs, a workload's random "
                                            "times) instead of the spec's own: a second run of a study with "
@@ -80,11 +84,13 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
     use_fleet(fleet)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
+    say = lambda line: console.print(line, markup=False)
+    options = dict(quick=quick, prometheus=prometheus, prometheus_root=prometheus_dir, progress=progress, say=say,
+                   jobs=parse_jobs(jobs), budget=None if budget is None else parse_budget(budget))
+    if by_kernel:
+        return _by_kernel(name, out, seed, resume, specs, testbed, options)
     try:
-        study_dir = run_study(name, out, quick=quick, resume=resume, prometheus=prometheus,
-                              prometheus_root=prometheus_dir, progress=progress, only=_specs(specs), testbed=testbed,
-                              say=lambda line: console.print(line, markup=False), jobs=parse_jobs(jobs),
-                              budget=None if budget is None else parse_budget(budget), seed=seed)
+        study_dir = run_study(name, out, resume=resume, only=_specs(specs), testbed=testbed, seed=seed, **options)
     except RunError as e:
         # a failed spec leaves the others' results: their claims are judged all the same (the failed spec's
         # claims are not applicable), then the failure is said
@@ -99,6 +105,19 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
     if report and not specs:   # a part of a study (the vm's share) is reported by the whole
         console.print(f"claims: {write_report(study_dir)}")
     console.print(f"study directory: {study_dir}")
+
+
+def _by_kernel(name, out, seed, resume, specs, testbed, options) -> None:
+    from ccrig.experiments.run import kernels  # lazy: the runner (numpy, scipy)
+    from ccrig.experiments.run.runner import run_prefix  # lazy: as above
+    from ccrig.experiments.run.study import report as write_report, run as run_study  # lazy: as above
+    for flag, value in (("--resume", resume), ("--specs", specs), ("--testbed", testbed)):
+        if value is not None:
+            raise InputError(f"--by-kernel: not with {flag}; expected the whole study on each kernel (each kernel's "
+                             f"study directory can be resumed or reported on its own)")
+    parent = kernels.run(name, out, seed, run_study, write_report, prefix=run_prefix(), **options)
+    console.print((parent / "kernels.md").read_text(), markup=False)
+    console.print(f"by kernel: {parent / 'kernels.md'}")
 
 
 @app.command("report")

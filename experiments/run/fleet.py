@@ -5,10 +5,11 @@
                            reachable, on the same kernel release with the same laws' sources as the others, and
                            able to run the spec on its own kernel (`ccrig preflight` there); else InputError
                            naming each host and what it lacks or how it differs
-    fleet.deal(pairs, archive, finished, publish)
-                           each member takes a batch of pairs in the run's order (as many as its CPUs, or one
-                           that must run alone) and runs it as a run of its own (`ccrig run --pairs`, its
-                           testbed, laws and --jobs its own: ansible/fleet_pairs.yml); the batch's folders
+    fleet.deal(pairs, archive, finished, lent, ...)
+                           each member takes a batch of pairs in the run's order (as many as it runs at once,
+                           more while the line is long; a pair that must run alone, alone) and runs it as a run
+                           of its own (`ccrig run --pairs`, its testbed, laws and --jobs its own:
+                           ansible/fleet_pairs.yml); the batch's folders
                            come back into the run's archive, each with member.json (the member, its kernel and
                            env), and each pair is judged by the run's finished() as if it had run here
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import queue
 import shutil
@@ -44,9 +46,11 @@ from ccrig.experiments.telemetry.backfill import LOG_NAME, read_samples
 
 GROUP = "fleet"          # the inventory group whose hosts are members
 FLEET_ENV = "CCRIG_FLEET"   # the inventory `--fleet` names, for every run of the process (a study's specs)
+MEMBERS_ENV = "CCRIG_FLEET_MEMBERS"   # only these members (comma-separated): a study --by-kernel's group
 MEMBER_RECORD = "member.json"
 # a batch's async job runs at most this long per pair beyond its own duration (set up, laws, reruns on the member)
 PAIR_SLACK_S = 300
+MAX_BATCH = 4   # pairs per batch at most beyond a member's slots (a lost member's batch is run again whole)
 HEARTBEAT_S, HEARTBEAT_MISSES = 5.0, 3   # a member whose SSH port stays silent this long while it runs is lost
 LAW_SOURCES = Path(__file__).resolve().parents[2] / "tcp_modules"
 
@@ -138,7 +142,8 @@ class Member:
                         self.proc.terminate()
                     return
 
-    def batch_size(self) -> int:
+    def slots(self) -> int:
+        """Pairs it may run at once: its ccrig_jobs, or (auto) its CPUs."""
         return int(self.jobs) if self.jobs.isdigit() else int(self.facts.get("cpus", 1))
 
 
@@ -146,6 +151,8 @@ class Fleet:
     def __init__(self, inventory: Path, prefix: str, commands: Commands, echo=lambda line: None):
         inv = Inventory.load(Path(inventory), commands, "--fleet")
         names = [n for n in inv.groups.get(GROUP, []) if not inv.hosts[n].local]
+        if os.environ.get(MEMBERS_ENV):   # --by-kernel: one kernel's members at a time
+            names = [n for n in names if n in os.environ[MEMBERS_ENV].split(",")]
         if not names:
             raise InputError(f"--fleet: {inventory}: no members; expected hosts in the group {GROUP!r} (see "
                              f"ansible/inventories/fleet.example.yml)")
@@ -158,17 +165,19 @@ class Fleet:
         self._stop = threading.Event()
 
     # --- before anything runs ----------------------------------------------------------------------------
-    def check(self, raw: dict) -> None:
+    def check(self, raw: dict | None, agree: bool = True) -> None:
+        """Each member's facts, and (raw: a spec) whether it can run the spec; InputError naming every member that
+        cannot answer or lacks a need, and (agree) any fact the members differ in."""
         with tempfile.NamedTemporaryFile("w", prefix=f"{self.prefix}-spec-", suffix=".yaml") as spec:
-            spec.write(yaml.safe_dump(raw, sort_keys=False))
+            spec.write(yaml.safe_dump(raw or {}, sort_keys=False))
             spec.flush()
-            result, code, stderr = self._play("fleet_check.yml", list(self.members),
-                                              {"spec": spec.name, "work": f"/tmp/{self.prefix}-check"})
+            result, code, stderr = self._play("fleet_check.yml", list(self.members), {
+                "work": f"/tmp/{self.prefix}-check", **({"spec": spec.name} if raw is not None else {})})
         problems = [f"host {h}: {m}" for h, _, m in result.failures]
         for name, m in self.members.items():
             out = result.outputs.get((name, "Member facts"))
-            pre = result.outputs.get((name, "Spec preflight"))
-            if out is None or pre is None:
+            pre = result.outputs.get((name, "Spec preflight"), {})
+            if out is None:
                 if not any(p.startswith(f"host {name}:") for p in problems):
                     problems.append(f"host {name}: no answer (ansible-playbook exited {code}: "
                                     f"{stderr.strip().splitlines()[-1:] or 'no message'})")
@@ -179,9 +188,9 @@ class Fleet:
                 problems.append(f"host {name} ({m.facts['kernel']}): {lines[-1] if lines else 'preflight failed'}")
         if problems:
             raise InputError("--fleet: " + "; ".join(problems))
-        problems = disagreements({n: m.facts for n, m in self.members.items()})
+        problems = disagreements({n: m.facts for n, m in self.members.items()}) if agree else []
         if problems:
-            raise InputError("--fleet: the members must agree: " + "; ".join(problems))
+            raise InputError("--fleet: the members must agree (or run the study --by-kernel): " + "; ".join(problems))
 
     @property
     def kernel(self) -> str:
@@ -249,9 +258,13 @@ class Fleet:
         pair, alone = waiting.popleft()
         if alone:
             return [pair], True
+        # a batch costs one ansible-playbook and one `ccrig run` start (measured here: 4.5 s a batch), so a member
+        # takes more than its slots while the line is long, up to MAX_BATCH, leaving every member two turns
+        live = len(self.members) - len(self.lost)
+        size = max(m.slots(), min(MAX_BATCH, math.ceil((len(waiting) + 1) / (2 * max(1, live)))))
         batch = [pair]
         for item in list(waiting):
-            if len(batch) >= m.batch_size():
+            if len(batch) >= size:
                 break
             if not item[1]:
                 waiting.remove(item)
@@ -330,7 +343,7 @@ class Fleet:
                 s.labels["run"] = run_id
             if mine:
                 publish(mine)
-            how = finished(pair, entry, None, False)
+            how = finished(pair, entry, None, bool(entry.get("ran_beside_others")))   # beside its batch's others
             if how:
                 if how == ALONE:
                     waiting.append((pair, True))

@@ -107,8 +107,8 @@ def test_a_member_lost_mid_run_has_its_pairs_dealt_to_the_other(ccrig, fleet):
     assert _left(p.pid) == []
 
 
-def test_ctrl_c_stops_every_members_pairs_and_leaves_nothing(ccrig, fleet):
-    spec = dumbbell([{"cc": "reno"}], duration="30s", repetitions=2)
+def test_ctrl_c_stops_every_members_pairs_and_leaves_nothing_and_the_run_resumes(ccrig, fleet):
+    spec = dumbbell([{"cc": "reno"}], duration="12s", repetitions=2)
     p = _start(ccrig, fleet, spec)
     deadline = time.monotonic() + 120
     # both members measuring
@@ -122,6 +122,14 @@ def test_ctrl_c_stops_every_members_pairs_and_leaves_nothing(ccrig, fleet):
     assert _left(p.pid) == []
     summary = ccrig.summary()
     assert not summary["complete"] and set(summary["fleet"]["members"]) == {"f1", "f2"}
+    # --resume deals what was not complete to the fleet again
+    run = ccrig.run_dirs()[-1]
+    argv = ccrig.argv(ccrig.tmp / "spec.yaml", "--fleet", str(fleet.inventory), "--resume", str(run))
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = ccrig.summary()
+    assert summary["complete"] and len(summary["points"][0]["repetitions"]) == 2
+    assert len(list(run.glob("points/*/rep*/member.json"))) == 2
 
 
 def test_a_member_that_cannot_answer_is_refused_before_anything_runs(ccrig, fleet):
