@@ -105,9 +105,10 @@ def run_playbook(inventory: Path, playbook: str = "site.yml", check: bool = Fals
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     inv = Inventory.load(Path(inventory), commands)
     book = playbook_path(playbook)
-    if not inv.experiment_hosts():
+    if not inv.experiment_hosts() and not inv.groups.get("fleet"):
         raise InputError(f"-i: {inventory}: no hosts to provision; expected hosts in the groups "
-                         f"{', '.join(EXPERIMENT_GROUPS)} (see ansible/inventories/lab.example.yml)")
+                         f"{', '.join(EXPERIMENT_GROUPS)} or fleet (see ansible/inventories/lab.example.yml, "
+                         f"fleet.example.yml)")
     if preflight:
         check_hosts(inv, commands, interfaces=book.name != "teardown.yml")
 

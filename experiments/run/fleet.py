@@ -173,7 +173,9 @@ class Fleet:
             spec.flush()
             result, code, stderr = self._play("fleet_check.yml", list(self.members), {
                 "work": f"/tmp/{self.prefix}-check", **({"spec": spec.name} if raw is not None else {})})
-        problems = [f"host {h}: {m}" for h, _, m in result.failures]
+        problems = [f"host {h}: " + (f"no ccrig to run ({m}); install it there (a checkout and `make deps`) and "
+                                     f"name it in the inventory's ccrig_command" if t == "Member facts" and
+                                     not m.startswith("unreachable") else m) for h, t, m in result.failures]
         for name, m in self.members.items():
             out = result.outputs.get((name, "Member facts"))
             pre = result.outputs.get((name, "Spec preflight"), {})

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import CCRIG as CCRIG_ARGV, ROOT, dumbbell
 
 from support.sshhosts import Host, SshHosts
@@ -132,13 +133,20 @@ def test_ctrl_c_stops_every_members_pairs_and_leaves_nothing_and_the_run_resumes
     assert len(list(run.glob("points/*/rep*/member.json"))) == 2
 
 
-def test_a_member_that_cannot_answer_is_refused_before_anything_runs(ccrig, fleet):
-    fleet.sshd["f2"].kill()
-    fleet.sshd["f2"].wait()
+@pytest.mark.parametrize("fault", ["sshd down", "no ccrig"])
+def test_a_member_that_cannot_answer_is_refused_before_anything_runs(ccrig, fleet, fault):
+    if fault == "sshd down":
+        fleet.sshd["f2"].kill()
+        fleet.sshd["f2"].wait()
+        said = "unreachable"
+    else:
+        fleet.hosts["f2"].extra["ccrig_command"] = "/no/such/ccrig"
+        fleet.write_inventory()
+        said = "no ccrig to run"
     p = _start(ccrig, fleet, dumbbell([{"cc": "reno"}], duration="4s"))
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2, err
-    assert "--fleet" in err and "host f2" in err and "unreachable" in err, err
+    assert "--fleet" in err and "host f2" in err and said in err and "host f1" not in err, err
     assert ccrig.run_dirs() == [] and _left(p.pid) == []
 
 
@@ -154,3 +162,35 @@ def test_a_study_runs_on_the_fleet_and_judges_its_claims(tmp_path, fleet):
     assert verdicts["alone-uses-the-link"] == "holds" and verdicts["false"] == "fails", verdicts
     served = [json.loads(r.read_text())["member"] for r in study_dir.glob("runs/*/points/*/rep*/member.json")]
     assert len(served) == 6 and set(served) == {"f1", "f2"}, served
+
+
+def test_a_study_by_kernel_on_a_fleet_groups_its_members_by_kernel(tmp_path, fleet):
+    from test_study_run import make_study
+    folder, out = make_study(tmp_path, repetitions=2), tmp_path / "studies"
+    p = subprocess.run([*CCRIG_ARGV, "study", "run", str(folder), "--by-kernel", "--out", str(out),
+                        "--prometheus", "off", "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, p.stderr[-2000:] + p.stdout[-2000:]
+    (parent,) = out.iterdir()
+    doc = json.loads((parent / "kernels.json").read_text())
+    # both members run this machine's kernel: one group, dealt to both
+    assert [k["label"] for k in doc["kernels"]] == [f"fleet {os.uname().release}"] and doc["differ"] == []
+    served = {json.loads(r.read_text())["member"] for r in parent.glob("*/*/runs/*/points/*/rep*/member.json")}
+    assert served == {"f1", "f2"}, served
+
+
+def test_provision_prepares_the_members_and_a_second_run_changes_nothing(tmp_path, fleet):
+    inv = yaml.safe_load(fleet.inventory.read_text())
+    del inv["all"]["children"]["controller"]   # a fleet's inventory: its members alone
+    path = tmp_path / "fleet.yml"
+    path.write_text(yaml.safe_dump(inv))
+    said = []
+    for _ in range(2):
+        p = subprocess.run([CCRIG, "provision", "-i", str(path)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        said.append(p.stderr.strip().splitlines()[-1])
+    # the tools' role ran on both members (here every package is installed already: nothing to change)
+    tools = p.stderr.split("TASK packages : Install the experiment tools")[1].split("TASK")[0]
+    assert "f1" in tools and "f2" in tools, p.stderr
+    assert said[1] == "site.yml: no change on 2 host(s)", said
