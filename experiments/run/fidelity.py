@@ -149,7 +149,8 @@ class Monitor:
             "cpu_busy": cores.get("cpu", sum(r["cpu"] for r in rows) / n), "cpu_busiest_core": cpu_max,
             "softirq_busiest_core": softirq_max,
             "sampler_cpu_cores": sampler_cpu, "sampler_late_share": late / polls if polls else None,
-            "sampler_sched": sorted({str(getattr(s, "sched", None)) for s in samplers}),
+            # the polling samplers' scheduling (a receiver log that is only read has none)
+            "sampler_sched": sorted({s.sched for s in samplers if getattr(s, "sched", None)}),
         })
         why = out["reasons"]
         busy = cpu_max > CPU_BUSY

@@ -114,6 +114,9 @@ def parse_pairs(value: str) -> list[tuple]:
     return out
 
 
+_ANSWERED: set[tuple[Path, str]] = set()   # (inventory, member) that answered a check of this process
+
+
 class Member:
     def __init__(self, name: str, index: int, prefix: str, jobs: str, address: tuple[str, int]):
         self.name, self.index, self.jobs, self.address = name, index, jobs, address
@@ -167,7 +170,9 @@ class Fleet:
     # --- before anything runs ----------------------------------------------------------------------------
     def check(self, raw: dict | None, agree: bool = True) -> None:
         """Each member's facts, and (raw: a spec) whether it can run the spec; InputError naming every member that
-        cannot answer or lacks a need, and (agree) any fact the members differ in."""
+        cannot answer or lacks a need, and (agree) any fact the members differ in. A member that answered an
+        earlier check of this process (a study's first spec) and is unreachable now is lost, not refused, while
+        another answers: a study goes on without it."""
         with tempfile.NamedTemporaryFile("w", prefix=f"{self.prefix}-spec-", suffix=".yaml") as spec:
             spec.write(yaml.safe_dump(raw or {}, sort_keys=False))
             spec.flush()
@@ -185,9 +190,19 @@ class Fleet:
                                     f"{stderr.strip().splitlines()[-1:] or 'no message'})")
                 continue
             m.facts = json.loads(out["stdout"])
+            _ANSWERED.add((self.inventory, name))
             if pre.get("rc"):
                 lines = [ln for ln in (pre.get("stderr") or pre.get("stdout") or "").splitlines() if ln.strip()]
                 problems.append(f"host {name} ({m.facts['kernel']}): {lines[-1] if lines else 'preflight failed'}")
+        gone = [n for n in self.members if f"host {n}: unreachable" in " ".join(problems)
+                and (self.inventory, n) in _ANSWERED]
+        if gone and len(gone) < len(self.members) and len(problems) == len(gone):
+            for n in gone:
+                self.lost.append({"member": n, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "why": "unreachable "
+                                  "before the run", "pairs_dealt_again": []})
+                print(f"warning: fleet member {n} is unreachable; this run goes on without it")
+                del self.members[n]
+            problems = []
         if problems:
             raise InputError("--fleet: " + "; ".join(problems))
         problems = disagreements({n: m.facts for n, m in self.members.items()}) if agree else []

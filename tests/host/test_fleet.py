@@ -194,3 +194,30 @@ def test_provision_prepares_the_members_and_a_second_run_changes_nothing(tmp_pat
     tools = p.stderr.split("TASK packages : Install the experiment tools")[1].split("TASK")[0]
     assert "f1" in tools and "f2" in tools, p.stderr
     assert said[1] == "site.yml: no change on 2 host(s)", said
+
+
+def test_a_member_lost_between_a_studys_specs_leaves_the_study_to_the_others(tmp_path, fleet):
+    from test_study_run import make_study
+    folder, out = make_study(tmp_path, repetitions=2), tmp_path / "studies"
+    p = subprocess.Popen([*CCRIG_ARGV, "study", "run", str(folder), "--out", str(out), "--prometheus", "off",
+                          "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    # the first spec done: f2 goes down before the second starts its batches (or while they run)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        states = [json.loads(f.read_text()) for f in out.glob("*/study.json")] if out.exists() else []
+        if states and any(r.get("status") == "done" for r in states[0]["specs"].values()):
+            break
+        time.sleep(0.2)
+    subprocess.run(["kill", "-KILL", *subprocess.run(["ip", "netns", "pids", fleet.ns("f2")], capture_output=True,
+                                                     text=True).stdout.split()])
+    said, _ = p.communicate(timeout=400)
+    subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
+    subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
+    assert p.returncode == 0, said[-3000:]
+    assert "fleet member f2" in said, said[-3000:]
+    (study_dir,) = out.iterdir()
+    state = json.loads((study_dir / "study.json").read_text())
+    assert {r["status"] for r in state["specs"].values()} == {"done"}
+    verdicts = {c["id"]: c["verdict"] for c in json.loads((study_dir / "claims.json").read_text())["claims"]}
+    assert verdicts["alone-uses-the-link"] == "holds", verdicts
