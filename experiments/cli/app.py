@@ -116,6 +116,9 @@ def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progres
     if testbeds.get(testbed).elsewhere and resume is not None:
         raise InputError(f"--resume: not on the {testbed} testbed (the run happens inside it); run the spec "
                          f"again, or on a testbed of this machine")
+    if testbeds.get(testbed).elsewhere and (fleet is not None or pairs is not None):
+        raise InputError(f"--{'fleet' if fleet is not None else 'pairs'}: not on the {testbed} testbed (the whole "
+                         f"run happens inside it); give the spec a testbed the members run pairs on (netns)")
     if testbeds.get(testbed).elsewhere:
         return run_elsewhere(testbeds.get(testbed), spec, set_, exp, out, prometheus, prometheus_dir, json_out)
     if testbed != exp.testbed:
