@@ -59,7 +59,9 @@ def test_files_with_idle_time(pair, tmp_path):
         # the next file starts only after the idle time that follows the previous one
         for a, b in zip(mine, mine[1:]):
             assert b.t_start - a.t_end >= IDLE - 0.01
-        assert mine[-1].t_start - t0 < 3.5   # none starts after the duration
+        # none starts after the duration, counted from the sender's first start (not from t0: the sender's own
+        # start-up under a busy CI took a second: 4.04 s from t0 in ci19)
+        assert mine[-1].t_start - min(t.t_start for t in transfers) < 3.0 + 0.05
 
 
 def test_bad_arguments():
