@@ -154,12 +154,21 @@ def namespaces(prefix: str = "ccrig-") -> list[str]:
 def pids_in(names: list[str]) -> dict[str, list[int]]:
     """The processes living in each named namespace, found by comparing /proc/PID/ns/net with the namespace's
     inode (one pass over /proc instead of an `ip netns pids` per namespace)."""
+    return _pids_by_inode(_inodes(names), names)
+
+
+def _inodes(names: list[str]) -> dict[int, str]:
+    """Each named namespace's inode (it stays the namespace's while a process holds it, named or not)."""
     inodes = {}
     for n in names:
         try:
             inodes[os.stat(NETNS_DIR / n).st_ino] = n
         except FileNotFoundError:
             pass
+    return inodes
+
+
+def _pids_by_inode(inodes: dict[int, str], names) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {n: [] for n in names}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -179,12 +188,18 @@ def remove_namespaces(names: list[str], commands: Commands) -> None:
     names = [n for n in names if (NETNS_DIR / n).exists()]
     if not names:
         return
-    stop_pids(lambda: [p for lst in pids_in(names).values() for p in lst])
+    inodes = _inodes(names)
+    in_them = lambda: [p for lst in _pids_by_inode(inodes, names).values() for p in lst]
+    stop_pids(in_them)
     try:
         commands.batch(["ip", "-force", "-batch", "-"], [["netns", "delete", n] for n in names])
     except Exception:
         for n in names:
             commands.ok(["ip", "netns", "delete", n])
+    # a process that entered a namespace after the last pass (an orphan of a killed run finishing its `ip netns
+    # exec`) would keep it alive unnamed, out of every later clean's sight: found by the inode, which outlives
+    # the name
+    stop_pids(in_them)
 
 
 def remove_namespace(ns: str, commands: Commands) -> None:
