@@ -55,6 +55,11 @@ HEARTBEAT_S, HEARTBEAT_MISSES = 5.0, 3   # a member whose SSH port stays silent 
 LAW_SOURCES = Path(__file__).resolve().parents[2] / "tcp_modules"
 
 
+def _now() -> str:
+    """The controller's clock, ISO 8601 (a member's is never used)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
 def laws_sha256() -> str:
     """One digest of the laws' sources (the families' C and BPF, their parameters): members whose digests differ
     run different laws under the same names."""
@@ -198,7 +203,7 @@ class Fleet:
                 and (self.inventory, n) in _ANSWERED]
         if gone and len(gone) < len(self.members) and len(problems) == len(gone):
             for n in gone:
-                self.lost.append({"member": n, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "why": "unreachable "
+                self.lost.append({"member": n, "at": _now(), "why": "unreachable "
                                   "before the run", "pairs_dealt_again": []})
                 print(f"warning: fleet member {n} is unreachable; this run goes on without it")
                 del self.members[n]
@@ -249,7 +254,7 @@ class Fleet:
                     continue
                 busy.pop(m.name).join()
                 if outcome == "lost":
-                    self.lost.append({"member": m.name, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "why": detail,
+                    self.lost.append({"member": m.name, "at": _now(), "why": detail,
                                       "pairs_dealt_again": [list(p) for p in batch]})
                     print(f"warning: fleet member {m.name} lost ({detail}); its {len(batch)} pair(s) go to the others")
                     waiting.extendleft((p, alone) for p in reversed(batch))
