@@ -52,7 +52,12 @@ def test_a_study_by_kernel_has_one_column_per_kernel(tmp_path):
     assert verdicts["false"]["vm"] in ("fails", "undecided"), verdicts
     assert doc["differ"] == []
     guest = json.loads((parent / kernels["vm"]["study_dir"] / "claims.json").read_text())["claims"][0]
-    assert guest["values"]["q"]["n"] == 2 and guest["values"]["q"]["mean"] > 2e6   # the guest's link carried
+    # the guest's link carried; each of its two repetitions is pooled, or given up on after its reruns (a TCG
+    # guest on a loaded CI machine can stay testbed-limited: official CI on ccf5b00) and listed with the reason
+    runs = list((parent / kernels["vm"]["study_dir"]).glob("**/summary.json"))
+    given_up = [r for s in runs for r in json.loads(s.read_text()).get("reruns", []) if "kept" in r]
+    assert guest["values"]["q"]["n"] >= 1 and guest["values"]["q"]["mean"] > 2e6, guest["values"]
+    assert guest["values"]["q"]["n"] + len(given_up) == 2, (guest["values"], given_up)
     md = (parent / "kernels.md").read_text()
     assert "# Study bk by kernel" in md and "| alone-uses-the-link | holds |" in md
     assert "0 of 2 claims decided differently" in md
