@@ -159,22 +159,8 @@ def test_a_member_that_cannot_answer_is_refused_before_anything_runs(ccrig, flee
     assert ccrig.run_dirs() == [] and _left(p.pid) == []
 
 
-def test_a_study_runs_on_the_fleet_and_judges_its_claims(tmp_path, fleet):
+def test_a_study_by_kernel_on_a_fleet_groups_its_members_by_kernel_and_judges_its_claims(tmp_path, fleet):
     from test_study_run import make_study   # its study of two specs and four claims
-    folder, out = make_study(tmp_path, repetitions=2), tmp_path / "studies"
-    p = subprocess.run([*CCRIG_ARGV, "study", "run", str(folder), "--out", str(out), "--prometheus", "off",
-                        "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT, capture_output=True, text=True,
-                       timeout=400)
-    assert p.returncode == 0, p.stderr[-2000:] + p.stdout[-2000:]
-    (study_dir,) = out.iterdir()
-    verdicts = {c["id"]: c["verdict"] for c in json.loads((study_dir / "claims.json").read_text())["claims"]}
-    assert verdicts["alone-uses-the-link"] == "holds" and verdicts["false"] == "fails", verdicts
-    served = [json.loads(r.read_text())["member"] for r in study_dir.glob("runs/*/points/*/rep*/member.json")]
-    assert len(served) == 6 and set(served) == {"f1", "f2"}, served
-
-
-def test_a_study_by_kernel_on_a_fleet_groups_its_members_by_kernel(tmp_path, fleet):
-    from test_study_run import make_study
     folder, out = make_study(tmp_path, repetitions=2), tmp_path / "studies"
     p = subprocess.run([*CCRIG_ARGV, "study", "run", str(folder), "--by-kernel", "--out", str(out),
                         "--prometheus", "off", "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT,
@@ -184,8 +170,12 @@ def test_a_study_by_kernel_on_a_fleet_groups_its_members_by_kernel(tmp_path, fle
     doc = json.loads((parent / "kernels.json").read_text())
     # both members run this machine's kernel: one group, dealt to both
     assert [k["label"] for k in doc["kernels"]] == [f"fleet {os.uname().release}"] and doc["differ"] == []
-    served = {json.loads(r.read_text())["member"] for r in parent.glob("*/*/runs/*/points/*/rep*/member.json")}
-    assert served == {"f1", "f2"}, served
+    (group,) = doc["kernels"]
+    claims = json.loads((parent / group["study_dir"] / "claims.json").read_text())["claims"]
+    verdicts = {c["id"]: c["verdict"] for c in claims}
+    assert verdicts["alone-uses-the-link"] == "holds" and verdicts["false"] == "fails", verdicts
+    served = [json.loads(r.read_text())["member"] for r in parent.glob("*/*/runs/*/points/*/rep*/member.json")]
+    assert len(served) == 6 and set(served) == {"f1", "f2"}, served
 
 
 def test_provision_prepares_the_members_and_a_second_run_changes_nothing(tmp_path, fleet):
