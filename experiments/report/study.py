@@ -38,6 +38,49 @@ def _loop_lines(loop: dict) -> list[str]:
             f"{loop.get('stopped', 'not yet (--resume the study directory)')}"]
 
 
+def fleet_of(study_dir: Path, state: dict) -> dict | None:
+    """Where a study's specs ran when dealt to a fleet (`--fleet`): each spec's members (by the repetitions each
+    served) and every member lost, with the spec it was lost in, when (the controller's clock) and why. None when
+    no spec ran on a fleet."""
+    specs, lost = {}, []
+    for spec, rec in state["specs"].items():
+        run_dir = Path(study_dir, rec["run_dir"]) if rec.get("run_dir") else None
+        try:
+            fleet = json.loads((run_dir / "summary.json").read_text()).get("fleet") if run_dir else None
+        except (OSError, ValueError):
+            fleet = None
+        if not fleet:
+            continue
+        served: dict[str, int] = {}
+        for member in run_dir.glob("points/*/rep*/member.json"):
+            name = json.loads(member.read_text())["member"]
+            served[name] = served.get(name, 0) + 1
+        specs[spec] = {"inventory": fleet.get("inventory"), "served": dict(sorted(served.items()))}
+        lost += [{"spec": spec, **x} for x in fleet.get("lost") or []]
+    return {"specs": specs, "lost": lost} if specs else None
+
+
+def _excluded_lines(results: list[dict]) -> list[str]:
+    excluded = [(r["id"], e) for r in results for e in r.get("excluded") or []]
+    if not excluded:
+        return []
+    return ["", "## Repetitions left out", "", "| claim | point | repetition | why |", "|---|---|---|---|",
+            *(f"| {cid} | {e['point']} | {e['rep']} | {_cell(e['reason'])} |" for cid, e in excluded)]
+
+
+def _fleet_lines(fleet: dict | None) -> list[str]:
+    if not fleet:
+        return []
+    lines = ["", "## Fleet", "", "| spec | repetitions each member ran |", "|---|---|"]
+    lines += [f"| {spec} | {', '.join(f'{m}: {n}' for m, n in r['served'].items()) or '–'} |"
+              for spec, r in fleet["specs"].items()]
+    if fleet["lost"]:
+        lines += ["", "Members lost (their pairs dealt to the others):", ""]
+        lines += [f"- {x['member']}, in spec {x['spec']} at {x['at']}: {x['why']}"
+                  f" ({len(x.get('pairs_dealt_again') or [])} pair(s) dealt again)" for x in fleet["lost"]]
+    return lines
+
+
 def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: bool = True,
           error: dict | None = None) -> Path:
     """error: the design's error rate and method (analysis.sequential.Design.describe)."""
@@ -72,10 +115,8 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
               "points by the delta method, two quantities of one point repetition by repetition; with a margin, "
               "no difference means the interval lies inside ±margin. A claim without two usable repetitions at "
               "every point it reads is undecided and says how many more it needs."]
-    excluded = [(r["id"], e) for r in results for e in r.get("excluded") or []]
-    if excluded:
-        lines += ["", "## Repetitions left out", "", "| claim | point | repetition | why |", "|---|---|---|---|"]
-        lines += [f"| {cid} | {e['point']} | {e['rep']} | {_cell(e['reason'])} |" for cid, e in excluded]
+    fleet = fleet_of(study_dir, state)
+    lines += _excluded_lines(results) + _fleet_lines(fleet)
     lines += ["", "## Specs", "", "| spec | answers | testbed | status | time | run | sha256 |",
               "|---|---|---|---|---|---|---|"]
     for spec, rec in state["specs"].items():
@@ -112,7 +153,7 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
     (study_dir / "claims.json").write_text(json.dumps({
         "study": study["name"], **{k: state.get(k) for k in ("started", "seed", "host_kernel", "study_sha256",
                                                            "judged_study_sha256")}, "quick": bool(state.get("quick")),
-        "error_rate": error, "counts": counts, "claims": results, "loop": loop,
+        "error_rate": error, "counts": counts, "claims": results, "loop": loop, "fleet": fleet,
         # every repetition some claim left out, once, with its reason: the ones the engine runs again
         "excluded": [dict(t) for t in dict.fromkeys(tuple(e.items()) for r in results
                                                      for e in r.get("excluded") or [])]},

@@ -205,11 +205,10 @@ def test_a_member_lost_between_a_studys_specs_leaves_the_study_to_the_others(tmp
                           "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     # the first spec done: f2 goes down before the second starts its batches (or while they run)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
+    deadline, done_first = time.monotonic() + 300, []
+    while time.monotonic() < deadline and not done_first:
         states = [json.loads(f.read_text()) for f in out.glob("*/study.json")] if out.exists() else []
-        if states and any(r.get("status") == "done" for r in states[0]["specs"].values()):
-            break
+        done_first = [s for s, r in states[0]["specs"].items() if r.get("status") == "done"] if states else []
         time.sleep(0.2)
     _power_off(fleet.ns("f2"))
     said, _ = p.communicate(timeout=400)
@@ -220,5 +219,15 @@ def test_a_member_lost_between_a_studys_specs_leaves_the_study_to_the_others(tmp
     (study_dir,) = out.iterdir()
     state = json.loads((study_dir / "study.json").read_text())
     assert {r["status"] for r in state["specs"].values()} == {"done"}
-    verdicts = {c["id"]: c["verdict"] for c in json.loads((study_dir / "claims.json").read_text())["claims"]}
+    claims = json.loads((study_dir / "claims.json").read_text())
+    verdicts = {c["id"]: c["verdict"] for c in claims["claims"]}
     assert verdicts["alone-uses-the-link"] == "holds", verdicts
+    # the study says where each spec ran and which member it lost, in which spec, when
+    (done_first,) = done_first
+    fleet = claims["fleet"]
+    assert set(fleet["specs"]) == set(state["specs"]), fleet
+    assert [(x["member"], x["spec"] != done_first) for x in fleet["lost"]] == [("f2", True)], fleet
+    after = fleet["lost"][0]["spec"]   # f2 ran none of the spec it was lost in (its batch, if any, went to f1)
+    assert set(fleet["specs"][after]["served"]) == {"f1"}, fleet
+    md = (study_dir / "claims.md").read_text()
+    assert "## Fleet" in md and f"- f2, in spec {fleet['lost'][0]['spec']} at " in md, md

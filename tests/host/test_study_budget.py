@@ -11,13 +11,15 @@ import yaml
 from conftest import CCRIG, ROOT, dumbbell, leftovers
 
 # one reno flow fills a 10 Mbit/s link alike in every 3 s repetition (their goodput spreads by a few kbit/s): a 5 %
-# margin (478 kbit/s) is decided at the first look; 0.2 % (19 kbit/s) is about what 3 repetitions resolve at
-# the first look's strict level (its 99.93 % interval was ±40 kbit/s here), so it takes the loop's extra
-# repetitions (the runs gain them in place) to decide it, or the budget runs out first (undecided)
+# margin (478 kbit/s) is decided at the first look. The two specs run one after another, so what the machine does
+# meanwhile is a bias between them that the repetitions within each do not see: in CI at 2539670 the same spec
+# read 9.486 Mbit/s three times under one load and 9.562 three times under another (0.8 %, every repetition
+# `fidelity: ok`), and a 0.2 % margin decided that bias as `fails`. A margin is only as fine as the machine's
+# between-run bias (README: limits); 2 % is the closest this busy machine answers
 CLAIM = [{"id": "a-beats-b", "paper": "A carries more than B", "test": {
     "kind": "compare", "a": {"spec": "a"}, "op": ">", "b": {"spec": "b"}, "margin": "5%"}},
     {"id": "a-beats-b-closely", "paper": "A carries more than B by a hair", "test": {
-        "kind": "compare", "a": {"spec": "a"}, "op": ">", "b": {"spec": "b"}, "margin": "0.2%"}}]
+        "kind": "compare", "a": {"spec": "a"}, "op": ">", "b": {"spec": "b"}, "margin": "2%"}}]
 
 
 def make(tmp_path, name: str, rate_a: str) -> str:

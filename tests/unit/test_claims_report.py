@@ -50,3 +50,26 @@ def test_claims_json_records_the_run_the_error_rate_and_every_exclusion(tmp_path
                             design.describe()).read_text()
     assert "**study.yaml changed since the run started**" in md
     assert json.loads((tmp_path / "claims.json").read_text())["judged_study_sha256"] == "ef" * 32
+
+
+def test_a_study_on_a_fleet_says_which_member_ran_what_and_which_it_lost(tmp_path):
+    """The runs' summary.json `fleet` and member.json files, gathered per spec; a study run here has none."""
+    state = {"specs": {}}
+    for spec, served, lost in (("one", ["f1", "f2", "f2"], []),
+                               ("two", ["f1", "f1"], [{"member": "f2", "at": "2026-11-26T14:00:00+0000",
+                                                       "why": "unreachable before the run", "pairs_dealt_again": []}])):
+        run = tmp_path / "runs" / spec
+        for k, member in enumerate(served):
+            (run / "points/000" / f"rep{k}").mkdir(parents=True)
+            (run / "points/000" / f"rep{k}" / "member.json").write_text(json.dumps({"member": member}))
+        (run / "summary.json").write_text(json.dumps({"fleet": {"inventory": "fleet.yml", "lost": lost}}))
+        state["specs"][spec] = {"answers": "Fig. 1", "status": "done", "run_dir": f"runs/{spec}", "sha256": "cd" * 32}
+    fleet = study_report.fleet_of(tmp_path, state)
+    assert fleet["specs"] == {"one": {"inventory": "fleet.yml", "served": {"f1": 1, "f2": 2}},
+                              "two": {"inventory": "fleet.yml", "served": {"f1": 2}}}
+    assert [(x["spec"], x["member"]) for x in fleet["lost"]] == [("two", "f2")]
+    lines = "\n".join(study_report._fleet_lines(fleet))
+    assert "| one | f1: 1, f2: 2 |" in lines
+    assert "- f2, in spec two at 2026-11-26T14:00:00+0000: unreachable before the run (0 pair(s) dealt again)" in lines
+    state["specs"] = {"one": {"status": "done", "run_dir": None}}
+    assert study_report.fleet_of(tmp_path, state) is None and study_report._fleet_lines(None) == []

@@ -5,6 +5,7 @@ random loss is the BPF program's in the guest too (netem there, but netem would 
 connections like data), and its samples become queryable in the host's Prometheus by backfill."""
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -71,10 +72,16 @@ def test_spec_needing_netem_and_red_runs_in_the_guest(tmp_path, capsys):
         # 20 ms, and netem never delivers early
         base = system["min_rtt_s"]["mean"]
         assert base is not None and RTT <= base <= 1.1 * RTT, f"measured min RTT {base} s for {RTT} s configured"
-        # the smoothed RTT adds the RED queue (at most 7.2 ms) and whatever an emulated CPU on a busy host adds
-        # (35 ms seen alone, 49 ms with the host's two cores shared by other guests): bounded loosely
+        # the smoothed RTT adds the RED queue and whatever an emulated CPU on a busy host adds, which has no bound
+        # (35 ms seen alone, 49 ms beside other guests, 351 ms in CI at 2539670, its guest starved for seconds):
+        # never below the path's minimum. RED is what the kernel ran at the bottleneck (its own statistics,
+        # sampled every interval: kind red, with RED's counters); RED holding its queue is the guest tier's
+        # (tests/vm/guest/test_qdiscs.py)
         rtt = system["rtt_s"]["mean"]
-        assert rtt is not None and base <= rtt <= 4 * RTT, f"measured RTT {rtt} s for {RTT} s configured"
+        assert rtt is not None and base <= rtt, f"measured RTT {rtt} s below the path's minimum {base} s"
+        with open(run_dir / "points/000/rep0/qdisc.csv") as f:
+            red = [r for r in csv.DictReader(f) if r["kind"] == "red"]
+        assert red and all(r["red_early"] != "" for r in red), "the bottleneck's statistics show no RED"
         assert summary["points"][0]["system"]["goodput_bps"]["mean"] > 0
         assert (run_dir / LOG_NAME).is_file(), "the guest's runner kept no sample log for the backfill"
         assert server.url, "ccrig run left no Prometheus server running"
