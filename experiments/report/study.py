@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+from collections import Counter
 from pathlib import Path
 
 from ccrig.experiments.report.doc import report as run_report
@@ -51,10 +52,8 @@ def fleet_of(study_dir: Path, state: dict) -> dict | None:
             fleet = None
         if not fleet:
             continue
-        served: dict[str, int] = {}
-        for member in run_dir.glob("points/*/rep*/member.json"):
-            name = json.loads(member.read_text())["member"]
-            served[name] = served.get(name, 0) + 1
+        # member.json: experiments/run/fleet.py's MEMBER_RECORD (not imported: the runner imports this report)
+        served = Counter(json.loads(m.read_text())["member"] for m in run_dir.glob("points/*/rep*/member.json"))
         specs[spec] = {"inventory": fleet.get("inventory"), "served": dict(sorted(served.items()))}
         lost += [{"spec": spec, **x} for x in fleet.get("lost") or []]
     return {"specs": specs, "lost": lost} if specs else None
