@@ -111,11 +111,15 @@ def _by_kernel(name, out, seed, resume, specs, testbed, options) -> None:
     from ccrig.experiments.run import kernels  # lazy: the runner (numpy, scipy)
     from ccrig.experiments.run.runner import run_prefix  # lazy: as above
     from ccrig.experiments.run.study import report as write_report, run as run_study  # lazy: as above
-    for flag, value in (("--resume", resume), ("--specs", specs), ("--testbed", testbed)):
+    for flag, value in (("--resume", resume), ("--testbed", testbed)):
         if value is not None:
-            raise InputError(f"--by-kernel: not with {flag}; expected the whole study on each kernel (each kernel's "
-                             f"study directory can be resumed or reported on its own)")
-    parent = kernels.run(name, out, seed, run_study, write_report, prefix=run_prefix(), **options)
+            raise InputError(f"--by-kernel: not with {flag}; expected the study on each kernel's own testbed, new "
+                             f"(each kernel's study directory can be resumed or reported on its own)")
+    if specs is not None and options["budget"] is not None:
+        raise InputError("--budget: not with --specs; expected a whole study's run (the loop judges all its claims)")
+    # --specs: a part of the study on each kernel (the vm's guest is slow); the other specs' claims are not applicable
+    parent = kernels.run(name, out, seed, run_study, write_report, prefix=run_prefix(), only=_specs(specs),
+                         **options)
     console.print((parent / "kernels.md").read_text(), markup=False)
     console.print(f"by kernel: {parent / 'kernels.md'}")
 

@@ -37,6 +37,9 @@ def markdown(doc: dict, study: str) -> str:
     out = [f"# Study {study} by kernel", "",
            "One column per kernel group; **differs** marks a claim two kernels decided in different words "
            "(undecided and not-run say nothing either way).", ""]
+    if doc.get("specs"):
+        out += [f"Only the specs {', '.join(doc['specs'])} ran (--specs), on each kernel: a claim on another spec is "
+                "not applicable.", ""]
     for k in doc["kernels"]:
         where = f"`{k['study_dir']}`" if k.get("study_dir") else "not run"
         out.append(f"- {k['label']}: kernel {k.get('kernel') or '?'}, testbed {k.get('testbed')}, {where}"

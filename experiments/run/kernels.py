@@ -41,9 +41,10 @@ def groups(prefix: str) -> list[dict]:
     return [{"label": f"fleet {k}", "kernel": k, "testbed": None, "members": names} for k, names in sorted(by.items())]
 
 
-def run(name: str, out_root: Path, seed: int | None, run_study, write_report, say, prefix: str, **options) -> Path:
+def run(name: str, out_root: Path, seed: int | None, run_study, write_report, say, prefix: str,
+        only: list[str] | None = None, **options) -> Path:
     """Runs the study once per kernel group (run_study: study.run; write_report: study.report) into one parent
-    directory; returns it, kernels.md written."""
+    directory; returns it, kernels.md written. With `only`, those specs on each kernel (a first pass, no loop)."""
     kinds = groups(prefix)
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed   # one seed for every kernel
     parent = Path(out_root) / f"{Path(name).name}-bykernel-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
@@ -57,7 +58,7 @@ def run(name: str, out_root: Path, seed: int | None, run_study, write_report, sa
         study_dir = None
         try:
             study_dir = run_study(name, parent / g["label"].replace(" ", "-"), testbed=g["testbed"], seed=seed,
-                                  **options)
+                                  only=only, **options)
         except InputError as e:   # this kernel lacks what the study needs: said in its column, the others run
             col["error"] = str(e)
         except RunError as e:   # some specs failed: the others' claims are judged all the same
@@ -71,7 +72,7 @@ def run(name: str, out_root: Path, seed: int | None, run_study, write_report, sa
             kernels = sorted({json.loads(s.read_text()).get("kernel") for s in study_dir.glob("runs/*/summary.json")})
             col["kernel"] = ", ".join(k for k in kernels if k) or col["kernel"]
         columns.append(col)
-    doc = {"study": Path(name).name, "seed": seed, **study_kernels.table(columns)}
+    doc = {"study": Path(name).name, "seed": seed, "specs": only, **study_kernels.table(columns)}
     (parent / "kernels.json").write_text(json.dumps(doc, indent=1) + "\n")
     (parent / "kernels.md").write_text(study_kernels.markdown(doc, Path(name).name))
     return parent
