@@ -29,3 +29,12 @@ def test_a_kernel_that_could_not_run_the_study_says_why_and_decides_nothing():
     ])
     assert doc["differ"] == [] and doc["claims"][0]["verdicts"] == {"netns": "not run", "vm": "holds"}
     assert "not run (preflight: sch_red missing)" in markdown(doc, "mini")
+
+
+def test_a_part_of_a_study_says_which_specs_ran_on_each_kernel():
+    doc = {"study": "mini", "seed": 3, "specs": ["rtt_bulk", "low_threshold"], **table([
+        {"label": "netns", "kernel": "6.18.44", "testbed": "netns", "study_dir": "netns/s",
+         "claims": _claims(a="holds", b="not-applicable")}])}
+    md = markdown(doc, "mini")
+    assert "Only the specs rtt_bulk, low_threshold ran (--specs), on each kernel" in md
+    assert "Only the specs" not in markdown({**doc, "specs": None}, "mini")
