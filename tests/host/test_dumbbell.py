@@ -47,11 +47,11 @@ def _poll_backlog(ns: str, stop: threading.Event, seen: list):
     while not stop.is_set():
         out = subprocess.run(["ip", "netns", "exec", ns, "tc", "-s", "-j", "qdisc", "show", "dev", "eth0"],
                              capture_output=True, text=True).stdout
-        if out.strip():
-            import json
-            for q in json.loads(out):
-                if q["kind"] == "pfifo":
-                    seen.append((q["qlen"], q["backlog"], q["drops"]))
+        try:
+            qdiscs = json.loads(out) if out.strip() else []
+        except json.JSONDecodeError:   # the run tore the router down while tc was printing: no reading
+            qdiscs = []
+        seen += [(q["qlen"], q["backlog"], q["drops"]) for q in qdiscs if q.get("kind") == "pfifo"]
         time.sleep(0.01)
 
 
