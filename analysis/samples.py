@@ -176,7 +176,14 @@ def fault_exclusion(faults: list[dict], interval: float, warmup: int, n: int) ->
 
 
 def spoiled(rep: dict) -> str | None:
-    """Why a repetition's numbers must not enter a verdict, or None. The engine reruns such repetitions.
+    """Why a repetition's numbers must not enter a verdict, or None (spoiled_by says it with its kind)."""
+    by = spoiled_by(rep)
+    return None if by is None else by[1]
+
+
+def spoiled_by(rep: dict) -> tuple[str, str] | None:
+    """(kind, why) a repetition's numbers must not enter a verdict, or None; kind is fidelity, kernel_fault,
+    collector or unreliable. The engine reruns such repetitions, how by the kind (experiments/run/reruns.py).
 
     A kernel fault spoils the intervals it touched (fault_exclusion, recorded in the repetition's
     `fault_exclusion`, its means taken without them); the repetition goes only when fewer than FAULT_MIN_LEFT of
@@ -185,24 +192,28 @@ def spoiled(rep: dict) -> str | None:
     repetition, so the whole repetition goes."""
     fid = rep.get("fidelity") or {}
     if fid.get("verdict", "ok") != "ok":
-        return f"fidelity {fid['verdict']}: {'; '.join(fid.get('reasons') or []) or 'no reason given'}"
+        return "fidelity", f"fidelity {fid['verdict']}: {'; '.join(fid.get('reasons') or []) or 'no reason given'}"
     faults = rep.get("kernel_fault") or []
     if faults:
         hit = f"the BPF struct_ops fault hit flow(s) {', '.join(str(f.get('flow')) for f in faults)}"
         ex = rep.get("fault_exclusion")
         if ex is None:
-            return f"kernel_fault: {hit}, and this repetition's means include the intervals it touched"
+            return "kernel_fault", f"kernel_fault: {hit}, and this repetition's means include the intervals it " \
+                                   "touched"
         if ex["left"] < FAULT_MIN_LEFT * ex["measured"] or ex["left"] <= 0:
-            return (f"kernel_fault: {hit}; it touched {len(ex['intervals'])} of {ex['measured']} measured "
-                    f"intervals, leaving {ex['left']} (a repetition needs {FAULT_MIN_LEFT:.0%} of them)")
+            return "kernel_fault", (f"kernel_fault: {hit}; it touched {len(ex['intervals'])} of {ex['measured']} "
+                                    f"measured intervals, leaving {ex['left']} (a repetition needs "
+                                    f"{FAULT_MIN_LEFT:.0%} of them)")
     for c in rep.get("cross_check") or []:
         if collector_disagrees(c):
             flight = c.get("collector_in_flight_bytes")
-            return (f"collector disagreement: flow {c.get('flow')}'s bytes acked differ from the workload's "
-                    f"count by {100 * c['collector_vs_iperf3']:+.1f} % (beyond ±{100 * COLLECTOR_TOLERANCE:g} %"
-                    + (f", {flight} bytes in flight at the collector's last sample" if flight else "") + ")")
+            return "collector", (f"collector disagreement: flow {c.get('flow')}'s bytes acked differ from the "
+                                 f"workload's count by {100 * c['collector_vs_iperf3']:+.1f} % (beyond "
+                                 f"±{100 * COLLECTOR_TOLERANCE:g} %"
+                                 + (f", {flight} bytes in flight at the collector's last sample" if flight else "")
+                                 + ")")
     if rep.get("unreliable"):
-        return f"unreliable: {rep['unreliable']}"
+        return "unreliable", f"unreliable: {rep['unreliable']}"
     return None
 
 

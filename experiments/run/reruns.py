@@ -56,12 +56,13 @@ class Reruns:
             fid = record.setdefault("fidelity", {"reasons": []})
             fid["verdict"] = "testbed-limited"
             fid.setdefault("reasons", []).append(f"forced ({FORCE_ENV}=1): it ran beside other pairs")
-        why = samples.spoiled(record)
+        by = samples.spoiled_by(record)
         n = self.spoiled.get(pair, 0)
         if n:
             record["attempt"] = n + 1
-        if why is None:
+        if by is None:
             return None
+        kind, why = by
         self.spoiled[pair] = n + 1
         entry = _entry(pair, n + 1, why, beside)
         if n >= self.limit:
@@ -74,8 +75,7 @@ class Reruns:
         # interference is the likely cause of a limited machine and of a collector falling behind, not of the
         # kernel's BPF fault (001 run B: faults came back in reruns alone, at handoff's 100-flow points): a fault
         # beside others runs again as any pair, and alone only if it comes back
-        limited = (record.get("fidelity") or {}).get("verdict", "ok") != "ok"
-        alone = limited or (beside and (not why.startswith("kernel_fault") or n >= 1))
+        alone = kind == "fidelity" or (beside and (kind != "kernel_fault" or n >= 1))
         self._aside(pair, entry, record, started, alone)
         return ALONE if alone else AGAIN
 

@@ -36,6 +36,9 @@ def test_a_fault_spoils_the_repetition_only_when_too_little_is_left():
     gone = rep(kernel_fault=wide, fault_exclusion=samples.fault_exclusion(wide, 1.0, 1, 11))
     why = samples.spoiled(gone)
     assert why.startswith("kernel_fault:") and "leaving 3" in why and "50%" in why
+    assert samples.spoiled_by(gone) == ("kernel_fault", why)   # the kind the engine reruns by (reruns.py)
+    limited = rep(fidelity={"verdict": "testbed-limited", "reasons": ["cpu"]}, kernel_fault=wide)
+    assert samples.spoiled_by(limited)[0] == "fidelity" and samples.spoiled_by(kept) is None
     assert [e["what"] for e in samples.exclusions(gone)] == ["intervals", "repetition"]
     # recorded before intervals were excluded: its means hold the fault's intervals, so it goes whole
     old = rep(kernel_fault=faults)
