@@ -7,7 +7,6 @@ node of one machine (one per host on the hosts testbed), built by machine_sample
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
@@ -23,6 +22,7 @@ from ccrig.commands import Commands
 from ccrig.errors import RunError
 from ccrig.machine import cache_dir
 from ccrig.procs import stop_group
+from ccrig.tail import Tail
 from ccrig.qdiscs.stats import parse, parse_classes
 from ccrig.topologies.testbed import Testbed
 from ccrig.experiments import nodes
@@ -61,22 +61,17 @@ class FlowSampler:
         self.thread.start()
 
     def _read(self) -> None:
-        fd, pos, freed, rest = self.out.fileno(), 0, 0, b""
+        tail = Tail(self.out.fileno(), b"\n", free_every=READ_BEHIND)
         while True:
             ended = self.proc.poll() is not None   # asked first: once it has ended, all it wrote is in the file
-            chunk = os.pread(fd, 1 << 20, pos)   # pread: the sampler's writes keep the file's own offset
-            if not chunk:
+            lines = tail.read()
+            if not lines:
                 if ended:
                     return
                 time.sleep(self.period / 2)
                 continue
-            pos += len(chunk)
-            *lines, rest = (rest + chunk).split(b"\n")
-            for line in lines:
+            for line in lines.splitlines():
                 self._take(line)
-            if pos - freed >= READ_BEHIND:   # what was read gives its room back (the sampler's offset stays)
-                _punch(fd, pos)
-                freed = pos
 
     def _take(self, line: bytes) -> None:
         try:
@@ -124,13 +119,6 @@ class FlowSampler:
 
 
 READ_BEHIND = 8 << 20   # bytes read before their room is given back (30 flows write about 1 MB a second)
-_FALLOC_PUNCH = 0x01 | 0x02   # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE (linux/falloc.h)
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _punch(fd: int, upto: int) -> None:
-    """Frees the file's blocks below upto (read already); a file system without hole punching keeps them."""
-    _libc.fallocate(fd, _FALLOC_PUNCH, ctypes.c_long(0), ctypes.c_long(upto))
 
 
 class MachineSampler(FlowSampler):
@@ -237,28 +225,24 @@ class ReceiverLog(FlowSampler):
         self.thread.start()
 
     def _follow(self) -> None:
-        with open(self.path) as f:
-            part = ""
+        with open(self.path, "rb") as f:
+            tail = Tail(f.fileno())
             while not self._stopped.is_set():
-                chunk = f.readline()
-                if not chunk:
+                lines = tail.read()
+                if not lines:
                     self._stopped.wait(self.period / 2)
-                    continue
-                part += chunk
-                if not part.endswith("\n"):
-                    continue   # the rest of the line is still being written
-                line, part = part, ""
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                fields = rec["s"].get(self.source_key)
-                self.ready.set()
-                if fields is None:
-                    continue
-                with self.lock:
-                    for k in self.keys:
-                        self.samples[k].append((rec["t"] - self.offset, fields))
+                for line in lines.splitlines():
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    fields = rec["s"].get(self.source_key)
+                    self.ready.set()
+                    if fields is None:
+                        continue
+                    with self.lock:
+                        for k in self.keys:
+                            self.samples[k].append((rec["t"] - self.offset, fields))
 
     def error(self) -> str:
         if self.proc.poll() is None:

@@ -27,6 +27,7 @@ from ccrig.errors import RunError
 from ccrig.machine import cache_dir
 from ccrig.needs import Need
 from ccrig.procs import wait_for_line
+from ccrig.tail import Tail
 
 HERE = Path(__file__).parent
 SOURCES = (HERE / "sojourn.bpf.c", HERE / "monitor.c")
@@ -137,7 +138,7 @@ class QueueMonitor:
         self.commands, self.watched, self.out = commands, watched, Path(out_dir)
         self.events_path = self.out / "queue-events.bin"
         self.proc: subprocess.Popen | None = None
-        self.offset = 0
+        self.tail: Tail | None = None
         self.lost: int | None = None
         # the last state of each watched qdisc before the interval being read: (time ns, qlen, backlog)
         self.state = [(None, 0, 0) for _ in watched]
@@ -158,18 +159,11 @@ class QueueMonitor:
         if line != "ready":
             rest = self._stop_proc()
             raise RunError(f"the queue monitor did not start: {line or rest or 'no message'}")
-
-    def _read(self) -> np.ndarray:
-        with open(self.events_path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        whole = len(data) // EVENT.itemsize * EVENT.itemsize
-        self.offset += whole
-        return np.frombuffer(data[:whole], dtype=EVENT)
+        self.tail = Tail(os.open(self.events_path, os.O_RDONLY), EVENT.itemsize)
 
     def _take(self) -> None:
         """What the monitor has written since the last look, into the pending events; its marks move `drained`."""
-        ev = self._read()
+        ev = np.frombuffer(self.tail.read(), dtype=EVENT)
         marks = ev["slot"] == MARK_SLOT
         if marks.any():
             self.drained_ns = max(self.drained_ns, int(ev["t_ns"][marks].max()))
@@ -246,6 +240,9 @@ class QueueMonitor:
     def stop(self) -> dict:
         """Ends the monitor; what the archive keeps of it (the raw events compressed, the binary removed)."""
         self._stop_proc()
+        if self.tail is not None:
+            os.close(self.tail.fd)
+            self.tail = None
         if self.events_path.exists():
             with open(self.events_path, "rb") as src, gzip.open(self.out / RAW_NAME, "wb", compresslevel=3) as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
