@@ -1,4 +1,5 @@
 """The pcap reader and the queue monitor's per-interval arithmetic, on files and events made here."""
+import os
 import struct
 
 import numpy as np
@@ -6,6 +7,7 @@ import pytest
 
 from ccrig.analysis import pcap
 from ccrig.qdiscs import sojourn
+from ccrig.tail import Tail
 
 A, B = bytes([198, 18, 1, 1]), bytes([198, 18, 2, 2])
 
@@ -106,6 +108,7 @@ def test_an_interval_takes_the_events_stamped_in_it_however_late_they_are_read(t
     mark[0] = (int(1.3e9), 0, sojourn.MARK_SLOT, sojourn.MARK, 0, 0)
     ev = np.concatenate([_events([(0.25, 0, 1, 1500, 0), (0.75, 1, 0, 0, 0.5), (1.2, 0, 1, 1500, 0)]), mark])
     m.events_path.write_bytes(ev.tobytes())
+    m.tail = Tail(os.open(m.events_path, os.O_RDONLY), sojourn.EVENT.itemsize)   # as start() follows the file
     first = m.interval(0.0, 1.0)["r1:eth0"]
     assert first["enqueued"] == 1 and first["dequeued"] == 1 and m.drained_ns == int(1.3e9)
     assert first["occupancy_mean_packets"] == pytest.approx(0.5)
@@ -113,3 +116,4 @@ def test_an_interval_takes_the_events_stamped_in_it_however_late_they_are_read(t
     assert second["enqueued"] == 1 and second["dequeued"] == 0
     assert second["occupancy_mean_packets"] == pytest.approx(0.8)
     assert m.totals["events"] == 3
+    os.close(m.tail.fd)
