@@ -3,6 +3,9 @@ summary figures a reader needs (each spec's sweep figures and utility diagram), 
 
     keep(study_dir, into=None) -> the folder   (default: experiments/studies/<name>/runs/<YYYYMMDD-HHMM of its start>)
 
+A `--by-kernel` directory (kernels.json) is kept whole: kernels.json and kernels.md, and each kernel's study kept
+as above in a folder named after its column (default: runs/<YYYYMMDD-HHMM>-bykernel).
+
 claims.md links into the archive (runs/<spec run>/report/...); the kept copy links its own figures instead, and
 says "in the archive" (its header names it) for everything else.
 """
@@ -14,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from ccrig.errors import InputError
+from ccrig.experiments.report import study_kernels
 
 FIGURES = ("sweep_*.png", "utility.png")
 SINGLE = {"sweep_point.png"}   # a spec of one point has no axis to sweep: its figure says nothing the table does not
@@ -30,6 +34,8 @@ def _read(path: Path) -> dict:
 
 def keep(study_dir: Path, into: Path | None = None) -> Path:
     study_dir = Path(study_dir)
+    if (study_dir / "kernels.json").is_file():
+        return _keep_by_kernel(study_dir, into)
     claims, state = _read(study_dir / "claims.json"), _read(study_dir / "study.json")
     if claims.get("quick") or state.get("quick"):
         raise InputError(f"{study_dir}: a quick run checks the mechanics only and is not kept; expected a full run "
@@ -52,6 +58,34 @@ def keep(study_dir: Path, into: Path | None = None) -> Path:
                 shutil.copy2(fig, into / kept[f"{rec['run_dir']}/report/{fig.name}"])
     (into / "claims.md").write_text(relink((study_dir / "claims.md").read_text(), kept))
     return into
+
+
+def _keep_by_kernel(parent: Path, into: Path | None) -> Path:
+    doc = _read(parent / "kernels.json")
+    ran = [k for k in doc["kernels"] if k.get("study_dir")]
+    if not ran:
+        raise InputError(f"{parent}: no kernel's study ran; expected a `ccrig study run --by-kernel` directory with "
+                         f"at least one column that ran")
+    first = _read(parent / ran[0]["study_dir"] / "study.json")
+    if into is None:
+        into = Path(first["folder"]) / "runs" / (re.sub(r"[-:]", "", first.get("started", "")[:16]).replace("T", "-")
+                                                 + "-bykernel")
+    if into.exists():
+        raise InputError(f"--into {into}: already exists; expected a new folder (a kept run is never overwritten)")
+    quick = [k["label"] for k in ran if _read(parent / k["study_dir"] / "claims.json").get("quick")]
+    if quick:   # said before anything is made
+        raise InputError(f"{parent}: the {', '.join(quick)} column ran a quick study, which checks the mechanics only "
+                         f"and is not kept; expected a full run (ccrig study run {doc['study']} --by-kernel)")
+    for k in ran:
+        keep(parent / k["study_dir"], into / _folder(k["label"]))
+        k["study_dir"] = _folder(k["label"])
+    (into / "kernels.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (into / "kernels.md").write_text(study_kernels.markdown(doc, doc["study"]))
+    return into
+
+
+def _folder(label: str) -> str:
+    return label.replace(" ", "-")
 
 
 def relink(md: str, kept: dict[str, str]) -> str:

@@ -48,3 +48,31 @@ def test_a_quick_run_or_no_study_directory_is_refused(tmp_path):
         keep(tmp_path / "nothing")
     assert relink("[a](b.md)", {}) == "[a](b.md)"
     assert relink("[f[0]_cc](runs/x/report/f[0]_cc.png)", {}) == "f[0]_cc (in the archive)"
+
+
+def _by_kernel(tmp_path, vm_quick=False):
+    parent = tmp_path / "pause-bykernel-20261126-163352-1"
+    for label, quick in (("netns", False), ("vm", vm_quick)):
+        d = _study_dir(parent / label, quick)
+        d.rename(parent / label / f"pause-{label}")
+    doc = {"study": "pause", "seed": 3, "specs": ["rtt_files"],
+           "kernels": [{"label": "netns", "kernel": "6.18", "testbed": "netns", "study_dir": "netns/pause-netns"},
+                       {"label": "vm", "kernel": "6.1.0", "testbed": "vm", "study_dir": "vm/pause-vm"}],
+           "claims": [], "differ": []}
+    (parent / "kernels.json").write_text(json.dumps(doc))
+    return parent
+
+
+def test_a_by_kernel_run_is_kept_with_each_kernels_study_and_its_table(tmp_path):
+    into = keep(_by_kernel(tmp_path))
+    assert into.name == "20261126-0315-bykernel"
+    assert (into / "netns/claims.json").is_file() and (into / "vm/figures/rtt_files_utility.png").is_file()
+    assert [k["study_dir"] for k in json.loads((into / "kernels.json").read_text())["kernels"]] == ["netns", "vm"]
+    assert "- vm: kernel 6.1.0, testbed vm, `vm`" in (into / "kernels.md").read_text()
+
+
+def test_a_by_kernel_run_with_a_quick_column_is_refused_before_anything_is_made(tmp_path):
+    parent = _by_kernel(tmp_path, vm_quick=True)
+    with pytest.raises(InputError, match="the vm column ran a quick study"):
+        keep(parent)
+    assert not (tmp_path / "netns/studies/pause/runs").exists()
