@@ -64,8 +64,9 @@ def _by_kernel(tmp_path, vm_quick=False):
 
 
 def test_a_by_kernel_run_is_kept_with_each_kernels_study_and_its_table(tmp_path):
-    into = keep(_by_kernel(tmp_path))
-    assert into.name == "20261126-0315-bykernel"
+    parent = _by_kernel(tmp_path)
+    into = keep(parent)
+    assert into == parent / "netns/studies/pause/runs/20261126-0315-bykernel"   # the first column's study folder
     assert (into / "netns/claims.json").is_file() and (into / "vm/figures/rtt_files_utility.png").is_file()
     assert [k["study_dir"] for k in json.loads((into / "kernels.json").read_text())["kernels"]] == ["netns", "vm"]
     assert "- vm: kernel 6.1.0, testbed vm, `vm`" in (into / "kernels.md").read_text()
@@ -75,4 +76,4 @@ def test_a_by_kernel_run_with_a_quick_column_is_refused_before_anything_is_made(
     parent = _by_kernel(tmp_path, vm_quick=True)
     with pytest.raises(InputError, match="the vm column ran a quick study"):
         keep(parent)
-    assert not (tmp_path / "netns/studies/pause/runs").exists()
+    assert (parent / "netns/studies/pause").is_dir() and not (parent / "netns/studies/pause/runs").exists()
