@@ -139,7 +139,8 @@ def keep_(study_dir: Path = typer.Argument(..., help="a full run's study directo
           into: Optional[Path] = typer.Option(None, help="where to keep it (default: the study's own "
                                                          "runs/<YYYYMMDD-HHMM of its start>)")):
     """A full run's claims.json, study.json, claims.md and summary figures, kept beside its study to commit (never
-    the raw archive; claims.md's links made true there)."""
+    the raw archive; claims.md's links made true there). A --by-kernel directory is kept whole: kernels.md and each
+    kernel's study."""
     from ccrig.experiments.report.study_keep import keep  # lazy: as the other commands, none of it at startup
     console.print(f"kept: {keep(study_dir, into)}")
 
