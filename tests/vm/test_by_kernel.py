@@ -1,7 +1,7 @@
 """`ccrig study run NAME --by-kernel` on this machine: the study on the host's kernel (netns) and on the vm
 testbed's distribution kernel (one guest), one study directory each with the same seed, and kernels.md with one
-column per kernel. A study of the test's own (two 10 Mbit/s dumbbell specs, three seconds a run): the mechanics
-and the table, not any paper's claims."""
+column per kernel. A study of the test's own (two 10 Mbit/s dumbbell specs, one of them run by --specs, four
+seconds a run): the mechanics and the table, not any paper's claims."""
 import json
 import os
 import subprocess
@@ -26,19 +26,24 @@ CLAIMS = [{"id": "alone-uses-the-link", "paper": "one flow fills the line",
 def test_a_study_by_kernel_has_one_column_per_kernel(tmp_path):
     folder = tmp_path / "bk"
     (folder / "specs").mkdir(parents=True)
-    (folder / "specs" / "one.yaml").write_text(yaml.safe_dump({**SPEC, "name": "one"}, sort_keys=False))
+    for name in ("one", "two"):
+        (folder / "specs" / f"{name}.yaml").write_text(yaml.safe_dump({**SPEC, "name": name}, sort_keys=False))
     (folder / "study.yaml").write_text(yaml.safe_dump({
         "name": "bk", "title": "a study of the test's own", "k0": 2, "quick": {"duration": "3s"},
-        "specs": [{"spec": "one", "answers": "Fig. 1"}], "claims": CLAIMS}, sort_keys=False))
+        "specs": [{"spec": "one", "answers": "Fig. 1"}, {"spec": "two", "answers": "Fig. 2"}],
+        "claims": CLAIMS + [{"id": "two-alone", "paper": "the same on spec two",
+                             "test": {"kind": "bound", "q": {"spec": "two"}, "op": ">", "value": 5e6}}]},
+        sort_keys=False))
     out = tmp_path / "studies"
-    p = subprocess.run([*CCRIG, "study", "run", str(folder), "--by-kernel", "--seed", "7", "--out", str(out),
-                        "--prometheus", "off", "--no-progress"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=1400)
+    # --specs one: a part of the study on each kernel; spec two runs nowhere and its claim is not applicable
+    p = subprocess.run([*CCRIG, "study", "run", str(folder), "--by-kernel", "--specs", "one", "--seed", "7",
+                        "--out", str(out), "--prometheus", "off", "--no-progress"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=1400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (parent,) = out.iterdir()
     doc = json.loads((parent / "kernels.json").read_text())
     kernels = {k["label"]: k for k in doc["kernels"]}
-    assert set(kernels) == {"netns", "vm"} and doc["seed"] == 7
+    assert set(kernels) == {"netns", "vm"} and doc["seed"] == 7 and doc["specs"] == ["one"]
     assert kernels["netns"]["kernel"] == os.uname().release
     assert kernels["vm"]["kernel"] and kernels["vm"]["kernel"] != os.uname().release   # the guest's own
     for k in kernels.values():   # each kernel's study directory, its runs on that kernel, the same seed
@@ -50,6 +55,7 @@ def test_a_study_by_kernel_has_one_column_per_kernel(tmp_path):
     assert verdicts["alone-uses-the-link"]["netns"] == "holds" and verdicts["false"]["netns"] == "fails", verdicts
     assert verdicts["alone-uses-the-link"]["vm"] in ("holds", "undecided"), verdicts
     assert verdicts["false"]["vm"] in ("fails", "undecided"), verdicts
+    assert verdicts["two-alone"] == {"netns": "not-applicable", "vm": "not-applicable"}, verdicts
     assert doc["differ"] == []
     guest = json.loads((parent / kernels["vm"]["study_dir"] / "claims.json").read_text())["claims"][0]
     # the guest's link carried; each of its two repetitions is pooled, or given up on after its reruns (a TCG
@@ -60,4 +66,4 @@ def test_a_study_by_kernel_has_one_column_per_kernel(tmp_path):
     assert guest["values"]["q"]["n"] + len(given_up) == 2, (guest["values"], given_up)
     md = (parent / "kernels.md").read_text()
     assert "# Study bk by kernel" in md and "| alone-uses-the-link | holds |" in md
-    assert "0 of 2 claims decided differently" in md
+    assert "0 of 3 claims decided differently" in md and "Only the specs one ran (--specs)" in md
