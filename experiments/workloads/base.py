@@ -51,17 +51,13 @@ class Workload(BaseModel):
         raise NotImplementedError
 
     # --- readiness ------------------------------------------------------------------------------------
-    def listening(self, testbed: Testbed, flow: Flow) -> bool:
-        """Whether the flow's server accepts connections (asked until it does, before any sender starts)."""
-        return _ss(testbed, flow.receiver, ["-Hltn", f"sport = :{flow.server_port}"])
-
-    def connected(self, testbed: Testbed, flow: Flow) -> bool:
-        """Whether a sender started ahead (wait_go) has connected and waits for its signal."""
-        return _ss(testbed, flow.sender, ["-Htn", "state", "established", f"sport = :{flow.client_port}"])
+    # ss's flag for the transport of this kind's sockets: its servers listening and its senders connected are
+    # found by port in one ss per node (traffic.py), whatever the number of flows
+    transport: ClassVar[str] = "t"
 
     def opening(self, testbed: Testbed, flow: Flow) -> bool:
         """Whether the flow's TCP connection is still opening (SYN-SENT): its handshake meeting the path's loss."""
-        return _ss(testbed, flow.sender, ["-Htn", "state", "syn-sent", f"sport = :{flow.client_port}"])
+        return flow.client_port in local_ports(testbed, flow.sender, ["-t", "state", "syn-sent"])
 
     # --- measurement ---------------------------------------------------------------------------------
     def interval(self, series: FlowSeries, a: float, b: float, share: float) -> dict:
@@ -87,8 +83,15 @@ class Workload(BaseModel):
         return {}
 
 
-def _ss(testbed: Testbed, node: str, args: list[str]) -> bool:
-    return bool(testbed.run(node, ["ss", *args], check=False).stdout.strip())
+def local_ports(testbed: Testbed, node: str, args: list[str]) -> set[int]:
+    """The local ports of the node's sockets that `ss -Hn ARGS` lists (a socket's local address is the first
+    address:port of its line, whether or not ss prints the State column)."""
+    ports = set()
+    for line in testbed.run(node, ["ss", "-Hn", *args], check=False).stdout.splitlines():
+        local = next((w for w in line.split() if ":" in w), None)
+        if local is not None and local.rsplit(":", 1)[1].isdigit():
+            ports.add(int(local.rsplit(":", 1)[1]))
+    return ports
 
 
 @dataclass

@@ -13,7 +13,7 @@ from ccrig import fanout
 from ccrig.errors import PathError, RunError
 from ccrig.procs import stop_group
 from ccrig.topologies.testbed import Testbed
-from ccrig.experiments.workloads.base import Flow
+from ccrig.experiments.workloads.base import Flow, local_ports
 
 
 class Traffic:
@@ -35,7 +35,7 @@ class Traffic:
             self.servers.append(self.testbed.popen(f.receiver, self._argv(f.receiver, f, f.server_argv(
                 self.testbed.address(f.receiver))), stdout=out))
         # each server may need a moment to bind
-        _until_all(self.flows, lambda f: f.workload.listening(self.testbed, f), time.monotonic() + timeout,
+        _until_all(self.flows, self._listening, time.monotonic() + timeout,
                    lambda f, late: late and f"{f.workload.program} server for flow {f.index} did not listen on "
                                          f"{f.receiver}:{f.server_port} within {timeout:g} s")
         self._park_clients(timeout)
@@ -61,8 +61,24 @@ class Traffic:
             text = (self.out_dir / f.output_name).read_text().strip()
             return (f"{f.workload.kind} flow {f.index} did not connect from {f.sender} to {f.receiver}:"
                     f"{f.server_port} within {timeout:g} s: {text[:200] or 'no output'}")
-        _until_all(early, lambda f: f.workload.connected(self.testbed, f), time.monotonic() + timeout, failed)
+        _until_all(early, self._connected, time.monotonic() + timeout, failed)
         self.parked.update(f.index for f in early)
+
+    def _listening(self, flows: list[Flow]) -> list[bool]:
+        """Whether each flow's server accepts connections: one ss per receiver (and transport), side by side."""
+        return self._ports_hold(flows, lambda f: (f.receiver, f.workload.transport, "-l"), lambda f: f.server_port)
+
+    def _connected(self, flows: list[Flow]) -> list[bool]:
+        """Whether each sender started ahead (wait_go) has connected and waits for its signal."""
+        return self._ports_hold(flows, lambda f: (f.sender, f.workload.transport, "state", "established"),
+                                lambda f: f.client_port)
+
+    def _ports_hold(self, flows: list[Flow], query, port) -> list[bool]:
+        # one ss process per node, not per flow: a process start costs a guest under TCG a good part of a second
+        queries = list(dict.fromkeys(query(f) for f in flows))
+        found = dict(zip(queries, fanout.each(
+            lambda q: local_ports(self.testbed, q[0], [f"-{q[1]}", *q[2:]]), queries)))
+        return [port(f) in found[query(f)] for f in flows]
 
     def _launch(self, f: Flow, extra: list[str] = ()) -> subprocess.Popen:
         out = open(self.out_dir / f.output_name, "w")
@@ -111,12 +127,12 @@ class Traffic:
 
 
 def _until_all(flows: list[Flow], ready, deadline: float, failed) -> None:
-    """Asks ready(flow) of every flow not yet ready, the flows side by side (ccrig.fanout: one command each), until
-    all are. failed(flow, late) says why a flow that is not ready never will be (late: the deadline has passed),
-    or None to ask again; the first such reason is raised."""
+    """Asks ready(flows) (a bool for each) of the flows not yet ready until all are. failed(flow, late) says why a
+    flow that is not ready never will be (late: the deadline has passed), or None to ask again; the first such
+    reason is raised."""
     pending = list(flows)
     while pending:
-        pending = [f for f, ok in zip(pending, fanout.each(ready, pending)) if not ok]
+        pending = [f for f, ok in zip(pending, ready(pending)) if not ok]
         late = time.monotonic() > deadline
         for f in pending:
             why = failed(f, late)

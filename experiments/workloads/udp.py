@@ -42,7 +42,7 @@ from ccrig.fields import SizeField
 from ccrig.units import Size
 from ccrig.experiments.workloads import packets as pk
 from ccrig.experiments import nodes
-from ccrig.experiments.workloads.base import Flow, Workload, _ss
+from ccrig.experiments.workloads.base import Flow, Workload
 
 SOURCES = nodes.SOURCES
 HEADERS = 42            # bytes around a UDP payload on the wire: UDP 8 + IPv4 20 + Ethernet 14
@@ -95,11 +95,7 @@ class Datagrams(Workload):
                 "--cport", str(flow.client_port), "--size", str(self.size.bytes), "--duration", f"{flow.duration:g}",
                 "--pattern", self.pattern, "--pps", f"{self.pps():.6g}", *self.pattern_argv()]
 
-    def listening(self, testbed, flow: Flow) -> bool:
-        return _ss(testbed, flow.receiver, ["-Hlun", f"sport = :{flow.server_port}"])
-
-    def connected(self, testbed, flow: Flow) -> bool:
-        return _ss(testbed, flow.sender, ["-Hun", "state", "established", f"sport = :{flow.client_port}"])
+    transport = "u"
 
     # --- measurement -------------------------------------------------------------------------------------------
     def interval(self, series: FlowSeries, a: float, b: float, share: float) -> dict:
