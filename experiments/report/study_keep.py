@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 from ccrig.errors import InputError
@@ -46,18 +47,34 @@ def keep(study_dir: Path, into: Path | None = None) -> Path:
         into = Path(state["folder"]) / "runs" / stamp
     if into.exists():
         raise InputError(f"--into {into}: already exists; expected a new folder (a kept run is never overwritten)")
+    with _made(into):
+        _copy(study_dir, state, into)
+    return into
+
+
+@contextmanager
+def _made(into: Path):
+    """A kept folder is whole or absent: whatever fails while it is written takes it away again."""
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(into, ignore_errors=True)
+        raise
+
+
+def _copy(study_dir: Path, state: dict, into: Path) -> None:
     (into / "figures").mkdir(parents=True)
     for name in KEPT[:2]:
         shutil.copy2(study_dir / name, into / name)
     kept: dict[str, str] = {}   # the figure's path in the archive -> its name in the kept folder
     for spec, rec in sorted(state.get("specs", {}).items()):
-        report = study_dir / rec.get("run_dir", "-") / "report"
+        if not rec.get("run_dir"):   # a spec the run left out (--specs) or never reached
+            continue
         for pattern in FIGURES:
-            for fig in sorted(f for f in report.glob(pattern) if f.name not in SINGLE):
+            for fig in sorted(f for f in (study_dir / rec["run_dir"] / "report").glob(pattern) if f.name not in SINGLE):
                 kept[f"{rec['run_dir']}/report/{fig.name}"] = f"figures/{spec}_{fig.name}"
                 shutil.copy2(fig, into / kept[f"{rec['run_dir']}/report/{fig.name}"])
     (into / "claims.md").write_text(relink((study_dir / "claims.md").read_text(), kept))
-    return into
 
 
 def _keep_by_kernel(parent: Path, into: Path | None) -> Path:
@@ -76,11 +93,12 @@ def _keep_by_kernel(parent: Path, into: Path | None) -> Path:
     if quick:   # said before anything is made
         raise InputError(f"{parent}: the {', '.join(quick)} column ran a quick study, which checks the mechanics only "
                          f"and is not kept; expected a full run (ccrig study run {doc['study']} --by-kernel)")
-    for k in ran:
-        keep(parent / k["study_dir"], into / _folder(k["label"]))
-        k["study_dir"] = _folder(k["label"])
-    (into / "kernels.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (into / "kernels.md").write_text(study_kernels.markdown(doc, doc["study"]))
+    with _made(into):
+        for k in ran:
+            keep(parent / k["study_dir"], into / _folder(k["label"]))
+            k["study_dir"] = _folder(k["label"])
+        (into / "kernels.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (into / "kernels.md").write_text(study_kernels.markdown(doc, doc["study"]))
     return into
 
 

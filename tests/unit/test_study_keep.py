@@ -77,3 +77,15 @@ def test_a_by_kernel_run_with_a_quick_column_is_refused_before_anything_is_made(
     with pytest.raises(InputError, match="the vm column ran a quick study"):
         keep(parent)
     assert not (parent / "netns/studies/pause/runs").exists()   # where the first column would have been kept
+
+
+def test_a_spec_left_out_is_skipped_and_a_failed_keep_leaves_nothing(tmp_path):
+    d = _study_dir(tmp_path)
+    state = json.loads((d / "study.json").read_text())
+    state["specs"]["rtt_bulk"] = {"run_dir": None, "status": "pending"}   # --specs left it out
+    (d / "study.json").write_text(json.dumps(state))
+    assert (keep(d) / "figures/rtt_files_utility.png").is_file()
+    (d / "claims.md").unlink()   # fails at the last step: the half-written folder goes with it
+    with pytest.raises(FileNotFoundError):
+        keep(d, tmp_path / "kept")
+    assert not (tmp_path / "kept").exists()
