@@ -160,8 +160,8 @@ def _round(rate: str, out: Path, prefix: str) -> dict:
         else:
             records[pair[1]] = entry
     out.mkdir(parents=True, exist_ok=True)
-    engine.side_by_side([(0, k) for k in range(PAIRS)], PAIRS, unit_of, prefix,
-                        Lent(Commands(out / "commands.log")), finished)
+    lent = Lent(Commands(out / "commands.log"))
+    engine.side_by_side([(0, k) for k in range(PAIRS)], PAIRS, unit_of, prefix, lambda pair: lent, finished)
     fids = [r.get("fidelity") or {} for r in records.values()]
     if failed or len(fids) < PAIRS or any(f.get("goodput_of_t_max") is None for f in fids):
         raise RunError(f"calibration at {rate}: a run measured nothing ({'; '.join(failed) or 'no goodput'}; "

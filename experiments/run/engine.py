@@ -1,11 +1,12 @@
 """Pairs side by side: repetitions at once on this machine, each a process of its own, admitted by cost.
 
-    side_by_side(pairs, slots, unit_of, prefix, lent, finished, cost, capacity)
+    side_by_side(pairs, slots, unit_of, prefix, lent_of, finished, cost, capacity)
       pairs are started in the order given (the run's seeded order) while a slot is free and the sum of the
       running pairs' costs plus the next one's fits `capacity` (the next waits otherwise: the order is kept);
       slot k's pair gets the name prefix <run prefix>-j<k>, so its namespaces, devices and BPF pins never meet
       another's, and `ccrig clean` still finds them by the run's prefix; each pair's samples and progress come
-      back over a pipe to the run's sinks and bar; its record (or its failure) to `finished` as it ends, in
+      back over a pipe to its run's sinks and bar (lent_of(pair): a study's specs share one queue, each with
+      its own run); its record (or its failure) to `finished` as it ends, in
       whatever order they end, with whether another pair ran beside it at any time. finished() may ask for the
       pair again (a spoiled repetition, runner.py): as any pair it is queued first, alone (nothing beside it)
       last.
@@ -174,8 +175,14 @@ class _Queue:
             self.waiting.insert(0, (pair, False))
 
 
-def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str], Unit], prefix: str, lent: Lent,
-                 finished: Callable[[tuple, dict | None, RunError | None, bool], str | None],
+def named(pair: tuple) -> str:
+    """A pair as a line names it: (point, repetition[, variant]), or a study's (spec, point, repetition[, ...])."""
+    spec, (point, rep, *_) = (pair[0], pair[1:]) if isinstance(pair[0], str) else ("", pair)
+    return f"{spec + ' ' if spec else ''}point {point} repetition {rep}"
+
+
+def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str], Unit], prefix: str,
+                 lent_of: Callable[[tuple], Lent], finished: Callable[[tuple, dict | None, RunError | None, bool], str | None],
                  cost: Callable[[tuple], float] = lambda pair: 0.0, capacity: float = math.inf) -> None:
     """Runs the pairs, at most `slots` at once and within `capacity`; finished(pair, record, None, beside) or
     finished(pair, None, error, beside) as each ends, which may answer ALONE or AGAIN to have it run once more.
@@ -187,14 +194,14 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
     interrupted: str | None = None
 
     def remaining() -> str:
-        return ", ".join(f"point {r[0][0]} repetition {r[0][1]}" for r in running.values())
+        return ", ".join(named(r[0]) for r in running.values())
     try:
         while q.waiting or running:
             while q.next_fits(free):
                 (pair, alone), slot = q.waiting.pop(0), free.pop(0)
                 unit = unit_of(pair, f"{prefix}-j{slot}")
                 ours, theirs = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_child, args=(unit, theirs), name=f"ccrig-pair-{pair[0]}-{pair[1]}")
+                proc = ctx.Process(target=_child, args=(unit, theirs), name=f"ccrig-pair-{'-'.join(map(str, pair))}")
                 for r in running.values():
                     r[5] = True   # one more beside each running pair
                 # a Ctrl-C now waits until the child is running and known, so the teardown below stops it
@@ -210,9 +217,9 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
                     proc.join()
                     msg = ("failed", f"its process ended (exit status {proc.exitcode}) without a record")
                 if msg[0] == "samples":
-                    lent.publish(msg[1])
+                    lent_of(running[conn][0]).publish(msg[1])
                 elif msg[0] == "tick":
-                    lent.tick()
+                    lent_of(running[conn][0]).tick()
                 else:
                     pair, proc, slot, _, _, beside = running.pop(conn)
                     proc.join()

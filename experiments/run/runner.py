@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 import os
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ccrig import machine
 from ccrig.commands import Commands
@@ -29,7 +30,7 @@ from ccrig.samples import Sample
 from ccrig.tcp_modules.manager import CcSet
 from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
-from ccrig.experiments.run import calibration, engine, pause_run, repetition, schedule, signals, summary
+from ccrig.experiments.run import calibration, engine, pause_run, repetition, run_laws, schedule, signals, summary
 from ccrig.experiments.run.archive import RunArchive, archive_room, new_run_dir, open_to_resume
 from ccrig.experiments.run.preflight import needs
 from ccrig.experiments.run.progress import NoBar, progress
@@ -91,7 +92,6 @@ class Runner:
         self.finished: set[int] = set()
         # the congestion controls, loaded once for the whole run; on a remote testbed over connections of their own
         self.cc: CcSet | None = None
-        self.law_hosts = ExitStack()   # where the laws are loaded (law_systems), open for the whole run
         self.running: str | None = None   # the pair now running, for a second Ctrl-C's line
         self.capacity: float | None = None   # --jobs auto: this machine's measured capacity (calibration.py)
         self.reruns: Reruns | None = None
@@ -114,29 +114,45 @@ class Runner:
             raise InputError("preflight: " + "; ".join(n.problem() for n in missing))
 
     def run(self) -> RunResult:
-        # an unwritable or full --out is said before anything is made (preflight probes in a namespace)
-        archive_room(self.opt.out_root)
+        self.prepare()
+        with signals.trapped(self._remaining), self.session():
+            self._run_pairs()
+            self.complete()
+        return RunResult(self.archive.path, self.summary, self.sinks.url)
+
+    def prepare(self) -> None:
+        """Preflight, the run directory and the seeded order of its pairs; nothing is set up yet."""
+        archive_room(self.opt.out_root)   # an unwritable or full --out is said before anything is made
         self.preflight()
         self._open_archive()
         self._plan()
         self.archive.write_json("summary.json", self.summary)
-        with signals.trapped(self._remaining):
-            try:
-                self._calibrate()
-                self._load_ccs()
-                self._open_sinks()
-                self._run_pairs()
-                self.summary["complete"] = True
-                self.archive.write_json("summary.json", self.summary)
-                self._strict()
-            finally:
-                with signals.deferred(self._remaining):
-                    if self.sinks is not None:
-                        self.sinks.close()
-                        if self.reruns is not None:   # the log is closed: the excluded attempts' samples go
-                            self.reruns.drop_samples(self.archive.path / LOG_NAME)
-                    self._release_ccs()
-        return RunResult(self.archive.path, self.summary, self.sinks.url)
+
+    @contextmanager
+    def session(self):
+        """What the run holds while its pairs run (the capacity measured, the laws loaded, the sinks open),
+        released always, the sample log closed first."""
+        laws = ExitStack()
+        try:
+            self._calibrate()
+            if self.fleet is None:   # else each member's run loads its own
+                self.cc = laws.enter_context(run_laws.loaded(self.exp, self.points, self.commands, self.opt.prefix))
+                self.env["congestion_controls"] = self.cc.describe()
+                self.archive.write_json("env.json", self.env)
+            self._open_sinks()
+            yield self
+        finally:
+            with signals.deferred(self._remaining):
+                if self.sinks is not None:
+                    self.sinks.close()
+                    if self.reruns is not None:   # the log is closed: the excluded attempts' samples go
+                        self.reruns.drop_samples(self.archive.path / LOG_NAME)
+                laws.close()
+
+    def complete(self) -> None:
+        self.summary["complete"] = True
+        self.archive.write_json("summary.json", self.summary)
+        self._strict()
 
     def _open_archive(self) -> None:
         """A new run directory, or (--resume) the archived one, continued with its seed and order."""
@@ -163,36 +179,6 @@ class Runner:
         if self.exp.fidelity == "strict" and limited:
             raise RunError("fidelity: strict, and the testbed limited " + "; ".join(
                 f"point {p['index']} ({'; '.join(p['fidelity']['reasons'])})" for p in limited))
-
-    def _load_ccs(self) -> None:
-        """Loads the congestion controls every point needs (modules or BPF), once for the whole run, where the
-        testbed says the flows' senders are (law_systems: this machine, or each sender's host over connections
-        kept for the whole run: each repetition's testbed connects and disconnects, the laws outlive it)."""
-        if self.fleet is not None:   # each member's run loads its own
-            return
-        bed = testbeds.get(self.exp.testbed)
-        ccs: dict = {}   # the sender node on a remote testbed (None: this machine) -> its flows' cc values
-        for p in self.points:
-            e = p.experiment
-            topo = e.topology.build(e.n_flows)
-            for i, f in enumerate(e.flow_list()):
-                ccs.setdefault(topo.pairs[i % len(topo.pairs)][0] if bed.remote else None, []).append(f.cc)
-        nodes = [n for n in ccs if n is not None]
-        systems = self.law_hosts.enter_context(bed.law_systems(nodes, self.commands, self.opt.prefix))
-        self.cc = CcSet(self.commands, self.opt.prefix, self.exp.cc_form, systems)
-        self.cc.prepare(ccs)
-        self.env["congestion_controls"] = self.cc.describe()
-        self.archive.write_json("env.json", self.env)
-
-    def _release_ccs(self) -> None:
-        try:
-            if self.cc is not None:
-                left = self.cc.release()
-                if left:
-                    print(f"warning: could not remove congestion control(s) {', '.join(left)}; run `ccrig clean`"
-                          + (" -i INVENTORY" if testbeds.get(self.exp.testbed).remote else ""))
-        finally:
-            self.law_hosts.close()
 
     def _open_sinks(self) -> None:
         self.sinks = Sinks(self.archive.path, self.run_id, self.exp.interval, self.commands)
@@ -281,16 +267,13 @@ class Runner:
             self.capacity, self.env["calibration"] = record["capacity_pps"], record
             self.archive.write_json("env.json", self.env)
 
-    def _run_pairs(self) -> None:
-        """Every pair not complete yet, in the seeded order, one at a time in this process or side by side in
-        processes of their own (--jobs; auto: admitted by cost against the calibrated capacity); a point is
-        summarised once its last pair is in. A spoiled repetition runs again (reruns.py: alone after running
-        beside others), up to a limit, and so does one the path refused (PathError). A pair that fails (a program
-        or sampler died) is recorded with its reason and the run goes on; the command line's exit code says so."""
+    def share(self) -> tuple[list[tuple], Callable, Callable[[tuple], float]]:
+        """The pairs not complete yet in the seeded order, finished(pair, record, error, beside) that judges and
+        keeps each attempt (a spoiled repetition runs again: reruns.py; so does one the path refused; a failed
+        pair is recorded with its reason and the run goes on), and each pair's admission cost (--jobs auto). A
+        point is summarised once its last pair is in."""
         todo = [pair for pair in self.order if pair in self.todo]
         left = {p.index: sum(1 for pair in todo if pair[0] == p.index) for p in self.points}
-        jobs = min(self.jobs(), max(1, len(todo)))
-        self.summary["jobs"] = jobs
         # each point's cost, once: admission reads it for every pair, summary.json records it
         costs = {p.index: engine.pair_cost(p.experiment) for p in self.points}
         if self.capacity is not None:
@@ -314,7 +297,7 @@ class Runner:
             else:
                 self.failed.setdefault(pair[0], []).append(
                     {"rep": pair[1], "failed": str(error), **({"variant": pair[2]} if len(pair) == 3 else {})})
-                print(f"warning: point {pair[0]} repetition {pair[1]} failed: {error}")
+                print(f"warning: {self.exp.name} point {pair[0]} repetition {pair[1]} failed: {error}")
             left[pair[0]] -= 1
             if not left[pair[0]]:
                 self._finish_point(self.points[pair[0]])
@@ -324,6 +307,14 @@ class Runner:
         for p in self.points:   # resumed: a point whose pairs are all in the archive (--pairs: of those)
             if not left[p.index] and p.index not in self.finished and any(q[0] == p.index for q in self.order):
                 self._finish_point(p)
+        return todo, finished, lambda pair: costs[pair[0]]
+
+    def _run_pairs(self) -> None:
+        """Every pair not complete yet, in the seeded order, one at a time in this process or side by side in
+        processes of their own (--jobs; auto: admitted by cost against the calibrated capacity), or dealt to a
+        fleet's members."""
+        todo, finished, cost = self.share()
+        jobs = self.summary["jobs"] = min(self.jobs(), max(1, len(todo)))
         with progress(self.opt.progress, len(todo) * self.exp.n_intervals) as self.bar:
             lent = Lent(self.commands, self.sinks.publish, self.bar.advance)
             if self.fleet is not None:
@@ -335,9 +326,8 @@ class Runner:
                     self.archive.write_json("summary.json", self.summary)
             if jobs > 1:
                 auto = self.capacity is not None
-                engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lent, finished,
-                                    lambda pair: costs[pair[0]] if auto else 0.0,
-                                    self.capacity if auto else math.inf)
+                engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lambda pair: lent, finished,
+                                    cost if auto else lambda pair: 0.0, self.capacity if auto else math.inf)
                 return
             queue = list(todo)
             while queue:

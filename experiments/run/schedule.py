@@ -38,3 +38,17 @@ def extend(done: list[tuple], reps_of: dict[int, int], seed: int, variants_of: d
     new.sort()
     random.Random(f"{seed}+{len(done)}").shuffle(new)
     return list(done) + new
+
+
+def interleave(orders: dict[str, list[tuple]], seed: int) -> list[tuple]:
+    """Several runs' pairs as one queue, (run, *pair): each run's own order kept, the runs drawn at random in
+    proportion to the pairs each has left, so every interleaving of them is as likely (a study's specs in one
+    queue: the machine's drift over time falls on every spec alike)."""
+    rng, left = random.Random(seed), {k: list(v) for k, v in sorted(orders.items()) if v}
+    out: list[tuple] = []
+    while left:
+        k = rng.choices(list(left), [len(v) for v in left.values()])[0]
+        out.append((k, *left[k].pop(0)))
+        if not left[k]:
+            del left[k]
+    return out

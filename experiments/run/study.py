@@ -9,7 +9,8 @@ Verdicts come from the repetitions each point has (analysis/sequential.py): a fi
 every point (the study's `k0`, else budget.K0), then one look at the whole error rate, or with --budget more
 repetitions where claims are undecided, look after look (experiments/run/budget.py; study.json's "loop").
 
-A study directory holds study.json and runs/ (each spec's ordinary run directory). The specs of a testbed that
+A study directory holds study.json and runs/ (each spec's ordinary run directory). The specs of this machine run
+in one queue, their pairs interleaved (together.py). The specs of a testbed that
 runs them elsewhere (`elsewhere`: the vm's guest kernel) run there together (one boot, not one per spec: a TCG
 boot costs 20-30 s), as the same `ccrig study run` there with --resume, so it adds its runs to the same
 study.json. A study run is resumed with --resume DIR: finished specs are kept, an unfinished run continues where
@@ -32,17 +33,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ccrig.analysis.claims import Claim, quantities
 from ccrig.analysis.sequential import Design
 from ccrig.analysis.verdicts import Archive, evaluate
-from ccrig.errors import CcrigError, InputError, RunError
+from ccrig.errors import InputError, RunError
 from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.telemetry.backfill import backfill
 from ccrig.experiments.run import budget as budgets
+from ccrig.experiments.run import schedule, together
 from ccrig.experiments.run.collectors import native_sampler
 from ccrig.experiments.run.preflight import auto_testbed
 from ccrig.experiments.run.progress import status_display
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 from ccrig.experiments.run.runner import RERUNS, Options, Runner, archive_room, run_prefix
-from ccrig.experiments.run.signals import Interrupted, trapped
+from ccrig.experiments.run.signals import trapped
 from ccrig.experiments.run.study_state import read_state, run_dir_of, write_state
 
 FOLDER = Path(__file__).resolve().parents[1] / "studies"   # experiments/studies
@@ -202,11 +204,11 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
     (study_dir / "runs").mkdir(exist_ok=True)
 
     def run_specs(specs: list[str], bar: bool) -> list[str]:
-        state, failed = read_state(study_dir), []
-        for e in local:
-            if e.spec in specs:
-                failed += _run_local(e.spec, planned[e.spec], study_dir, state, prometheus, prometheus_root, bar,
-                                     say, jobs, quick)
+        state = read_state(study_dir)
+        # the specs of this machine in one queue where their testbed can (together.py); quick: no reruns
+        failed = together.run({e.spec: planned[e.spec] for e in local if e.spec in specs}, study_dir, state,
+                              dict(prometheus=prometheus, prometheus_root=prometheus_root, progress=bar, jobs=jobs,
+                                   reruns=0 if quick else RERUNS), say, _seed(state, len(state.get("rounds", []))))
         for kind, group in guest.items():
             if any(e.spec in specs for e in group):
                 failed += _run_elsewhere(testbeds.get(kind), name, [e.spec for e in group if e.spec in specs],
@@ -225,6 +227,13 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         error.study_dir = study_dir   # the command line still judges the claims of what ran
         raise error
     return study_dir
+
+
+def _seed(state: dict, round_: int) -> int:
+    """The seed of a round's one queue: the study's --seed, else one drawn from its directory's start, and the
+    round's number (each round interleaves afresh)."""
+    base = state.get("seed") if state.get("seed") is not None else schedule.derived_seed(state["started"])
+    return base * 1000 + round_
 
 
 def _resumed(study_dir: Path, name: str, quick: bool, budget: float | None, seed: int | None) -> dict:
@@ -287,46 +296,6 @@ def preflight(local: list[tuple[str, tuple]], guest: list[tuple[str, tuple]]) ->
         problems += [f"{spec}: {n.problem()}" for n in testbeds.get(exp.testbed).needs(exp) if not n.ok]
     if problems:
         raise InputError("; ".join(problems))
-
-
-def _run_local(spec: str, plan, study_dir: Path, state: dict, prometheus: str, prometheus_root: Path,
-               progress: bool, say, jobs: int | str = 1, quick: bool = False) -> list[str]:
-    """One spec on a testbed of this process; its record in study.json as it starts and ends. Quick: no reruns."""
-    path, raw, exp = plan
-    rec = state["specs"][spec]
-    previous = run_dir_of(study_dir, rec)
-    resume = previous if previous is not None and (previous / "summary.json").is_file() else None
-    # the repetitions study.json wants at each point (the first pass's, or more that the loop asked for)
-    wants = {int(i): int(n) for i, n in (rec.get("repetitions") or {}).items()}
-    runner = Runner(path, raw, exp, Options(out_root=study_dir / "runs", prometheus=prometheus,
-                                            prometheus_root=prometheus_root, progress=progress, resume=resume,
-                                            jobs=jobs, repetitions=wants or None, reruns=0 if quick else RERUNS))
-    started = time.monotonic()
-    rec.update(status="running", testbed=exp.testbed)
-    write_state(study_dir, state)
-    try:
-        result = runner.run()
-    except Interrupted:
-        _record_run(rec, runner, started, "interrupted", study_dir)
-        write_state(study_dir, state)
-        raise
-    except CcrigError as e:
-        _record_run(rec, runner, started, f"failed: {e}", study_dir)
-        write_state(study_dir, state)
-        say(f"{spec}: failed: {e}")
-        return [f"{spec}: {e}"]
-    bad = result.summary.get("failed")
-    _record_run(rec, runner, started, f"failed: {bad} repetition(s) failed" if bad else "done", study_dir)
-    write_state(study_dir, state)
-    say(f"{spec}: {rec['status']} ({rec['seconds']:.0f} s) -> {result.path}")
-    return [f"{spec}: {bad} repetition(s) failed"] if bad else []
-
-
-def _record_run(rec: dict, runner: Runner, started: float, status: str, study_dir: Path) -> None:
-    rec["status"] = status
-    rec["seconds"] = round(time.monotonic() - started, 1) + float(rec.get("seconds") or 0)
-    if runner.archive is not None:
-        rec["run_dir"] = os.path.relpath(runner.archive.path, study_dir)
 
 
 def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: Path, quick: bool, prometheus: str,

@@ -134,23 +134,22 @@ def test_quick_runs_one_point_and_judges_what_it_can(tmp_path):
     assert "quick mode" in (study_dir / "claims.md").read_text()
 
 
-def test_a_killed_study_resumes_keeping_its_finished_specs(tmp_path):
-    folder = make_study(tmp_path)
+def test_a_killed_study_resumes_keeping_its_finished_pairs(tmp_path):
+    folder = make_study(tmp_path, repetitions=2)
     out = tmp_path / "studies"
     argv = [*CCRIG, "study", "run", str(folder), "--out", str(out), "--prometheus", "off", "--no-progress"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
-    state_path = None
-    # wait until the first spec is done and the second has started: its run directory holds its summary.json
-    # (what a resume continues from; a study stopped before it has no run of that spec to continue)
+    state_path, kept = None, {}
+    # the specs' pairs run in one queue: wait until some pair is complete (its repetition.json, what a resume keeps)
+    # while others are still to come
     while time.monotonic() < deadline:
         found = list(out.glob("*/study.json")) if out.exists() else []
         if found:
             state_path = found[0]
-            specs = json.loads(state_path.read_text())["specs"]
-            if (specs["one"]["status"] == "done" and specs["sweep"]["status"] == "running"
-                    and list(state_path.parent.glob("runs/sweep-*/summary.json"))):
+            kept = {f: f.read_bytes() for f in state_path.parent.glob("runs/*/points/*/rep*/repetition.json")}
+            if kept:
                 break
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
@@ -159,15 +158,21 @@ def test_a_killed_study_resumes_keeping_its_finished_specs(tmp_path):
     assert "--resume" in err and "Traceback" not in err
     assert leftovers(proc.pid) == []
     first = json.loads(state_path.read_text())["specs"]
-    assert first["one"]["status"] == "done" and first["sweep"]["status"] == "interrupted"
+    assert {r["status"] for r in first.values()} == {"interrupted"}, first
+    # both specs ran in one queue, interleaved (the order study.json records mixes them)
+    order = json.loads(state_path.read_text())["rounds"][0]["order"]
+    assert {pair[0] for pair in order} == {"one", "sweep"} and len(order) == 2 + 2 * 2
     p = study(["run", str(folder), "--resume", str(state_path.parent), "--prometheus", "off", "--no-progress"],
               tmp_path)
     assert p.returncode == 0, p.stderr
     again = json.loads(state_path.read_text())["specs"]
-    assert again["one"]["run_dir"] == first["one"]["run_dir"]     # kept, not run again
-    assert again["sweep"]["status"] == "done" and again["sweep"]["run_dir"] == first["sweep"]["run_dir"]
+    for spec in ("one", "sweep"):
+        assert again[spec]["status"] == "done" and again[spec]["run_dir"] == first[spec]["run_dir"]
+    for f, body in kept.items():   # a pair complete before the Ctrl-C is kept, not run again
+        assert f.read_bytes() == body, f
     summary = json.loads((_run_dir({"specs": again}, "sweep", state_path.parent) / "summary.json").read_text())
     assert summary["complete"] and len(summary["points"]) == 2
+    assert all(len(p["repetitions"]) == 2 for p in summary["points"])
 
 
 def test_bad_studies_are_one_line_and_exit_2(tmp_path):
