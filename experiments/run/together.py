@@ -151,7 +151,7 @@ def _queue(runners: dict[str, Runner], study_dir: Path, state: dict, jobs, say, 
                     held.enter_context(r.session())
                 except CcrigError as e:
                     fail(spec, str(e))
-            _pairs(runners, busy, jobs, seed, state)
+            _pairs(runners, busy, jobs, seed, state, lambda: write_state(study_dir, state))
         except signals.Interrupted:
             for spec, r in runners.items():
                 _record(state["specs"][spec], r, _share(busy, spec, time.monotonic() - started), "interrupted",
@@ -173,11 +173,12 @@ def _share(busy: dict, spec: str, wall: float) -> float:
     return wall * busy[spec] / total if total > 0 else wall / max(1, len(busy))
 
 
-def _pairs(runners: dict[str, Runner], busy: dict, jobs, seed: int, state: dict) -> None:
+def _pairs(runners: dict[str, Runner], busy: dict, jobs, seed: int, state: dict, save) -> None:
     _calibrated(runners, jobs)
     shares = {spec: r.share() for spec, r in runners.items()}
     queue = schedule.interleave({spec: todo for spec, (todo, _, _) in shares.items()}, seed)
-    state.setdefault("rounds", []).append({"order": [list(pair) for pair in queue]})
+    state.setdefault("rounds", []).append({"seed": seed, "order": [list(pair) for pair in queue]})
+    save()
     capacity = next((r.capacity for r in runners.values() if r.capacity is not None), None)
     points = [p for r in runners.values() for p in r.points]
     slots = engine.slots(points, True, capacity) if jobs == "auto" else int(jobs)
