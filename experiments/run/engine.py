@@ -181,6 +181,26 @@ def named(pair: tuple) -> str:
     return f"{spec + ' ' if spec else ''}point {point} repetition {rep}"
 
 
+def one_at_a_time(pairs: list[tuple], unit_of: Callable[[tuple], Unit], lent_of: Callable[[tuple], Lent],
+                  finished: Callable[[tuple, dict | None, RunError | None, bool], str | None],
+                  running: Callable[[tuple | None], None] = lambda pair: None) -> None:
+    """The pairs one after another in this process (no fork: in a TCG guest a forked child's copy-on-write faults
+    are emulated one by one); a pair finished() asks for again runs next. running(pair) says which is running
+    (None between), for a second Ctrl-C's line."""
+    queue = list(pairs)
+    while queue:
+        pair = queue.pop(0)
+        running(pair)
+        try:
+            entry, error = repetition.run(unit_of(pair), lent_of(pair)), None
+        except RunError as e:
+            entry, error = None, e
+        finally:
+            running(None)
+        if finished(pair, entry, error, False):
+            queue.insert(0, pair)
+
+
 def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str], Unit], prefix: str,
                  lent_of: Callable[[tuple], Lent], finished: Callable[[tuple, dict | None, RunError | None, bool], str | None],
                  cost: Callable[[tuple], float] = lambda pair: 0.0, capacity: float = math.inf) -> None:

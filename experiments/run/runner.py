@@ -30,7 +30,7 @@ from ccrig.samples import Sample
 from ccrig.tcp_modules.manager import CcSet
 from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
-from ccrig.experiments.run import calibration, engine, pause_run, repetition, run_laws, schedule, signals, summary
+from ccrig.experiments.run import calibration, engine, pause_run, run_laws, schedule, signals, summary
 from ccrig.experiments.run.archive import RunArchive, archive_room, new_run_dir, open_to_resume
 from ccrig.experiments.run.preflight import needs
 from ccrig.experiments.run.progress import NoBar, progress
@@ -329,18 +329,10 @@ class Runner:
                 engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lambda pair: lent, finished,
                                     cost if auto else lambda pair: 0.0, self.capacity if auto else math.inf)
                 return
-            queue = list(todo)
-            while queue:
-                pair = queue.pop(0)
-                self.running = f"point {pair[0]} repetition {pair[1]}"
-                try:
-                    entry, error = repetition.run(self.unit(pair), lent), None
-                except RunError as e:
-                    entry, error = None, e
-                finally:
-                    self.running = None
-                if finished(pair, entry, error):
-                    queue.insert(0, pair)
+            engine.one_at_a_time(todo, lambda pair: self.unit(pair), lambda pair: lent, finished, self._running)
+
+    def _running(self, pair: tuple | None) -> None:
+        self.running = None if pair is None else engine.named(pair)
 
     def _record_setup(self, pair: tuple, setup: dict) -> None:
         """What a repetition set up that the run records once per point (env.json) or once (summary.json)."""

@@ -192,6 +192,9 @@ def _pairs(runners: dict[str, Runner], busy: dict, jobs, seed: int, state: dict,
         busy[spec] += time.time() - runners[spec].started.get(own, time.time())
         return shares[spec][1](own, entry, error, beside)
 
+    if slots == 1:
+        return engine.one_at_a_time(queue, lambda pair: runners[pair[0]].unit(pair[1:]), lambda pair: lents[pair[0]],
+                                    finished)
     engine.side_by_side(queue, slots, lambda pair, name: runners[pair[0]].unit(pair[1:], name), run_prefix(),
                         lambda pair: lents[pair[0]], finished,
                         (lambda pair: shares[pair[0]][2](pair[1:])) if capacity is not None else (lambda pair: 0.0),
