@@ -19,8 +19,10 @@ SYSTEM_METRICS = tuple(metric_table.names("system"))
 PAUSE_METRICS = ("pause_gain", "pause_model_gain")
 # study 001's Eq. 1 for each named flow at the same repetition's measured loss (the system's, per packet offered)
 # and the flow's own throughput and RTT (analysis/throughput.gaimd_bps), in bit/s like throughput_bps: the
-# quantity names the law's (alpha, beta)
-MODEL_METRICS = ("gaimd_bps",)
+# quantity names the law's (alpha, beta); study 002's Eq. 5 (Mathis' root-p law) for each named flow at its own
+# loss rate over the repetition and its own RTT (analysis/throughput.mathis_flow_bps)
+MODEL_METRICS = ("gaimd_bps", "mathis_bps")
+LAW_METRICS = ("gaimd_bps",)   # the model quantities that name a law
 # Jain's index over the named flows only: over their mean goodput (jain) or throughput (jain_throughput)
 JAIN = {"jain": "goodput_bps", "jain_throughput": "throughput_bps"}
 
@@ -37,7 +39,8 @@ class Quantity(BaseModel):
 
     `metric` is a summary metric, a PAUSE gain, a workload's own record as KIND.KEY[.STAT] (e.g.
     `interactive.latency_s.mean`: the per-message latency the interactive workload measures, averaged over the
-    selected flows and the point's repetitions), or `gaimd_bps` with `law` (Eq. 1 of study 001 per flow)."""
+    selected flows and the point's repetitions), `gaimd_bps` with `law` (Eq. 1 of study 001 per flow) or
+    `mathis_bps` (Eq. 5 of study 002 per flow)."""
     model_config = ConfigDict(extra="forbid")
     spec: str
     at: dict[str, Any] = {}
@@ -51,9 +54,9 @@ class Quantity(BaseModel):
     def problem(self) -> str | None:
         """What is wrong with the metric for this selection, or None."""
         m = self.metric
-        if (m in MODEL_METRICS) != (self.law is not None):
-            return (f"{m} needs law: {{alpha, beta}}" if m in MODEL_METRICS
-                    else f"law belongs to {', '.join(MODEL_METRICS)} only")
+        if (m in LAW_METRICS) != (self.law is not None):
+            return (f"{m} needs law: {{alpha, beta}}" if m in LAW_METRICS
+                    else f"law belongs to {', '.join(LAW_METRICS)} only")
         if m in MODEL_METRICS:
             return None if self.flows != "system" else f"{m} is per flow: name the flows"
         if "." in m:

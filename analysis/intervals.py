@@ -80,8 +80,9 @@ def flow_interval(snd: FlowSeries, a: float, b: float, t_max: float) -> dict:
         # the path's base RTT as TCP sees it (no queueing): what a configured delay is checked against
         "min_rtt_s": None if min_rtt_us is None else min_rtt_us / 1e6,
         "cwnd": snd.mean("snd_cwnd", a, b),
-        # raw counts, for the system's totals
-        "segs_sent": sent, "segs_retrans": retrans,
+        # raw counts, for the system's totals and a flow's loss over a whole repetition (sums, not a mean of
+        # per-interval ratios: an interval spent in a timeout, one segment sent and retransmitted, reads 1.0)
+        "segs_sent": sent, "segs_retrans": retrans, "segs_lost": max(0.0, retrans - spurious),
     }
 
 

@@ -123,3 +123,17 @@ def gaimd_bps(loss: float, throughput_bps: float, rtt: float, alpha: float, beta
     window = throughput_bps * rtt / (8.0 * mss)
     p = loss_event_rate(loss, window)
     return gaimd(p, rtt, rtt + rto_min, 1.0, alpha, beta) * mss * 8.0
+
+
+def mathis_flow_bps(lost: float, sent: float, rtt: float, mss: int = 1448, c: float = MATHIS_C) -> float | None:
+    """Study 002's Eq. 5, λ = c·s/(R·√p), in bit/s of payload for one flow of one repetition: p its own segments
+    lost over its segments sent (the whole repetition's counts: the packet loss rate of that connection, as a
+    trace gives it), R its mean smoothed RTT (queueing included: the round trip its window of W = c/√p segments
+    takes), s the MSS. None where Eq. 5 says nothing: a flow that sent nothing, or lost nothing (λ unbounded)."""
+    if not (sent >= 0 and math.isfinite(sent)):
+        raise field_error("sent", sent, "a count of segments sent ≥ 0")
+    if not (0 <= lost <= sent):
+        raise field_error("lost", lost, f"a count of segments lost in [0, sent = {sent:g}]")
+    if lost == 0:
+        return None
+    return mathis(lost / sent, rtt, 8.0 * mss, c)

@@ -22,7 +22,7 @@ from .claims import (JAIN, MODEL_METRICS, Bound, Claim, Compare, Quantity, Ratio
 from .claims import Diff as DiffExpr
 from .samples import Estimate, NotRun, constant, diff, fmt, from_reps, ratio, scale, usable
 from .sequential import Design, Judgement, Rule, judge
-from .throughput import gaimd_bps
+from .throughput import gaimd_bps, mathis_flow_bps
 
 VERDICTS = ("holds", "fails", "no-difference", "undecided", "not-applicable")
 __all__ = ["Archive", "NotRun", "Verdict", "VERDICTS", "evaluate", "same_param"]
@@ -102,6 +102,8 @@ class Archive:
             get = lambda r: _mean(r["system"].get(q.metric))
         elif "." in q.metric:
             get = lambda r: _agg([_workload(r, i, q.metric) for i in flows], q.agg)
+        elif q.metric == "mathis_bps":   # Eq. 5 per flow, at its own loss over the repetition and its own RTT
+            get = lambda r: _agg([_mathis(r["flows"][i]) for i in flows], q.agg)
         elif q.metric in MODEL_METRICS:   # Eq. 1 per flow, at that repetition's loss and the flow's own RTT
             get = lambda r: _agg([_gaimd(r["flows"][i], q.law, _mean(r["system"].get("loss"))) for i in flows], q.agg)
         elif q.metric in JAIN:   # over a subset of the flows: their index within each repetition
@@ -180,6 +182,17 @@ def _gaimd(flow: dict, law, loss: float | None) -> float | None:
     if loss is None or thr is None or not rtt:
         return None
     return gaimd_bps(loss, thr, rtt, law.alpha, law.beta)
+
+
+def _mathis(flow: dict) -> float | None:
+    """Study 002's Eq. 5 for one flow of one repetition (analysis/throughput.mathis_flow_bps): its own segments
+    lost over sent, summed over the intervals its metrics cover (summary.json's `counts`), and its mean smoothed
+    RTT. None without them (a summary written before flows had counts) or without a loss, which leaves the
+    repetition out with that reason."""
+    counts, rtt = flow.get("counts") or {}, _mean(flow.get("rtt_s"))
+    if not rtt or counts.get("segs_sent") is None or counts.get("segs_lost") is None:
+        return None
+    return mathis_flow_bps(counts["segs_lost"], counts["segs_sent"], rtt)
 
 
 def _workload(rep: dict, flow: int, metric: str) -> float | None:

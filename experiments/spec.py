@@ -116,6 +116,10 @@ class _Experiment(BaseModel):
     # how added delay is made: netem, or a delay line on kernels without it (topologies/delayline/); auto: netem
     # where the kernel has it
     delay: DelaySpec = DelaySpec()
+    # which host pair each flow runs on: fixed, flow i on pair i (modulo the pairs) in every repetition; rotate,
+    # repetition r moves flow i to pair i + r, so whatever belongs to a pair (its addresses, and so a hashing
+    # queue's bucket, its place in the set-up order, a per_pair link) is not one flow's in every repetition
+    pair_order: Literal["fixed", "rotate"] = "fixed"
 
     @field_validator("testbed")
     @classmethod
@@ -201,6 +205,12 @@ class _Experiment(BaseModel):
     @property
     def n_intervals(self) -> int:
         return int(round(self.duration / self.interval))
+
+    def flow_pairs(self, topo, rep: int = 0) -> list[tuple]:
+        """Each flow's (sender, receiver) pair of the built topology in repetition rep (see pair_order)."""
+        n = len(topo.pairs)
+        shift = rep if self.pair_order == "rotate" else 0
+        return [topo.pairs[(i + shift) % n] for i in range(self.n_flows)]
 
     def flow_list(self) -> list[Flow]:
         """One entry per flow, counts expanded, in spec order."""

@@ -211,7 +211,7 @@ def link_conditions(points: list[Point], commands: Commands, prefix: str) -> lis
                             "BPF drop point", True))
         for line in events.render(cond.events, exp.duration):
             out.append(Need(f"link event {line.strip()}", "events", True))
-        pairs = [topo.pairs[i % len(topo.pairs)] for i in range(exp.n_flows)]
+        pairs = exp.flow_pairs(topo)
         plan = SenderTcp(None, [(i, f, *pairs[i]) for i, f in enumerate(exp.flow_list())])
         out += [Need(line, "flows[].tcp / max_window", True) for line in plan.describe_plan()]
     return out

@@ -71,10 +71,10 @@ def make_testbed(exp: specmod.Experiment, topology, commands: Commands, prefix: 
     return testbeds.get(exp.testbed)(topology, commands, prefix, getattr(exp, exp.testbed, None))
 
 
-def flows_of(exp: specmod.Experiment, topo, laws: dict[int, str]) -> list[Flow]:
-    """The point's flows placed on the topology's pairs (round robin), each with its law's kernel name; a flow with
-    a stop sends from its start to its stop."""
-    pairs = [topo.pairs[i % len(topo.pairs)] for i in range(exp.n_flows)]
+def flows_of(exp: specmod.Experiment, topo, laws: dict[int, str], rep: int = 0) -> list[Flow]:
+    """The point's flows placed on the topology's pairs (round robin, turned by the repetition under pair_order:
+    rotate), each with its law's kernel name; a flow with a stop sends from its start to its stop."""
+    pairs = exp.flow_pairs(topo, rep)
     out = []
     for i, f in enumerate(exp.flow_list()):
         duration = exp.duration if f.stop is None else f.stop - f.start
@@ -116,7 +116,7 @@ def run(unit: Unit, lent: Lent) -> dict:
     parts = Parts()
     try:
         setup, state = _set_up(unit, topo, lent.commands, parts)
-        entry = Measurement(unit, topo, flows_of(exp, topo, unit.laws), state, lent, parts).run()
+        entry = Measurement(unit, topo, flows_of(exp, topo, unit.laws, unit.rep), state, lent, parts).run()
         entry["setup"] = setup
         return entry
     finally:
@@ -145,7 +145,7 @@ def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, S
     testbed.up()
     parts.add("the link conditions", links.close)
     links.start(testbed, commands, unit.out)
-    pairs = [topo.pairs[i % len(topo.pairs)] for i in range(exp.n_flows)]
+    pairs = exp.flow_pairs(topo, unit.rep)
     sender_tcp = SenderTcp(testbed, [(i, f, *pairs[i]) for i, f in enumerate(exp.flow_list())])
     parts.add("the senders' TCP settings", sender_tcp.restore)
     setup = {"sender_tcp": sender_tcp.apply(), "links": {**links.describe(), "delay": delayline.describe(topo, via)}}

@@ -20,8 +20,10 @@ def loaded(exp, points, commands, prefix: str):
     for p in points:
         e = p.experiment
         topo = e.topology.build(e.n_flows)
-        for i, f in enumerate(e.flow_list()):
-            ccs.setdefault(topo.pairs[i % len(topo.pairs)][0] if bed.remote else None, []).append(f.cc)
+        # pair_order: rotate puts each flow on every pair in turn, so each sender needs every flow's law
+        for rep in range(len(topo.pairs) if e.pair_order == "rotate" and bed.remote else 1):
+            for f, (sender, _) in zip(e.flow_list(), e.flow_pairs(topo, rep)):
+                ccs.setdefault(sender if bed.remote else None, []).append(f.cc)
     with bed.law_systems([n for n in ccs if n is not None], commands, prefix) as systems:
         cc = CcSet(commands, prefix, exp.cc_form, systems)
         try:

@@ -242,7 +242,7 @@ class Runner:
             point = pause_run.baseline(point)
         exp = point.experiment
         topo = exp.topology.build(exp.n_flows)
-        senders = [topo.pairs[i % len(topo.pairs)][0] for i in range(exp.n_flows)]
+        senders = [s for s, _ in exp.flow_pairs(topo, rep)]
         laws = {i: self.cc.kernel_name(senders[i], f.cc_label)
                 for i, f in enumerate(exp.flow_list()) if f.workload.congestion_control}
         return Unit(point=point, rep=rep, out=self.archive.rep_dir(pi, rep, variant), prefix=prefix or self.opt.prefix,

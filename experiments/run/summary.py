@@ -144,6 +144,14 @@ def degraded(system_rows: list[dict], warmup: int) -> dict | None:
     return {"intervals": bad, "share": share, "unreliable": share > UNRELIABLE_SHARE}
 
 
+def counts(rows: list[dict], warmup: int) -> dict:
+    """A flow's segments sent and lost (retransmitted, less those its receiver reported as duplicates) summed over
+    the intervals its metrics cover: its loss rate over the whole repetition is lost / sent (study 002's Eq. 5
+    reads it: analysis/throughput.mathis_flow_bps)."""
+    kept = [r for r in stats.measured(rows, warmup) if r.get("active", True) and not r.get("fault")]
+    return {k: float(sum(r.get(k) or 0.0 for r in kept)) for k in ("segs_sent", "segs_lost")}
+
+
 def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_rows: list[dict], warmup: int,
                t_max: float, share: float, checks: list[dict], level: float = stats.LEVEL) -> dict:
     def stat(rows, name):
@@ -159,6 +167,7 @@ def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_ro
         entry.update({m: stat(rows_by_flow[f.index], m) for m in FLOW_METRICS})
         if any("fair_share_bps" in r for r in rows_by_flow[f.index]):   # T_max of the active flows
             entry["fair_share_bps"] = stat(rows_by_flow[f.index], "fair_share_bps")
+        entry["counts"] = counts(rows_by_flow[f.index], warmup)
         per_flow.append(entry)
     out = {"system": system, "flows": per_flow, "t_max_bps": t_max, "fair_share_bps": share, "cross_check": checks}
     out["measurement_problems"] = goodput_problems(out, t_max)

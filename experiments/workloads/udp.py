@@ -104,7 +104,8 @@ class Datagrams(Workload):
         lost = max(0.0, offered - series.delta("data_segs_in", a, b))
         # what only TCP measures (RTT, cwnd) a datagram flow has not: none, not flow_interval's zeros
         row.update({m.name: None for m in metric_table.TABLE if m.tcp_only})
-        row.update(loss=metrics.ratio(lost, offered), retrans_rate=0.0, segs_sent=offered, segs_retrans=0.0)
+        row.update(loss=metrics.ratio(lost, offered), retrans_rate=0.0, segs_sent=offered, segs_retrans=0.0,
+                   segs_lost=lost)
         return row
 
     def result(self, flow: Flow, out_dir: Path) -> dict[str, Any]:

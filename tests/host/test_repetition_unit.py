@@ -56,3 +56,16 @@ def test_two_repetitions_of_two_specs_side_by_side(tmp_path):
         assert (unit.out / "intervals.csv").is_file() and "sender_tcp" in entry["setup"]
     assert not list(tmp_path.glob("*.json")) and not (tmp_path / "env.json").exists()
     assert leftovers(os.getpid()) == []
+
+
+def test_a_rotated_repetition_puts_each_flow_on_the_next_pair_and_counts_its_loss(tmp_path):
+    # pair_order rotate, repetition 1: flow 0 on pair 2, flow 1 back on pair 1; a 10-packet buffer makes both lose
+    unit = _unit(tmp_path, "rot", dumbbell([{"cc": "reno"}, {"cc": "reno"}], duration="5s", buffer="10pkt",
+                                           pair_order="rotate"))
+    unit = Unit(**{**unit.__dict__, "rep": 1})
+    entry = run(unit, Lent(Commands(tmp_path / "rot.commands.log")))
+    assert [(f["sender"], f["receiver"]) for f in entry["flows"]] == [("s2", "d2"), ("s1", "d1")]
+    for f in entry["flows"]:   # the counts Eq. 5 reads: what the flow sent and lost over its measured intervals
+        sent, lost = f["counts"]["segs_sent"], f["counts"]["segs_lost"]
+        assert 0 < lost < sent and sent > 1000, f["counts"]
+    assert leftovers(os.getpid()) == []

@@ -251,3 +251,43 @@ def test_the_model_metric_needs_its_law_and_named_flows():
     assert "per flow" in Quantity(spec="x", metric="gaimd_bps", law={"alpha": 1, "beta": 0.5}).problem()
     assert "only" in Quantity(spec="x", flows=[0], metric="loss", law={"alpha": 1, "beta": 0.5}).problem()
     assert Quantity(spec="x", flows={"cc": "a"}, metric="gaimd_bps", law={"alpha": 1, "beta": 0.5}).problem() is None
+
+
+def test_eq5_per_repetition_at_each_flows_own_counted_loss_and_rtt():
+    from ccrig.analysis.throughput import mathis_flow_bps
+    # two flows: the model reads each flow's lost / sent over the repetition (`counts`), not its `loss` (a mean of
+    # interval ratios), and its own mean smoothed RTT
+    flows = [("mimd", {"loss": [0.5] * 3, "rtt_s": [0.05, 0.06, 0.07], "goodput_bps": around(3e6)}),
+             ("reno", {"loss": [0.5] * 3, "rtt_s": [0.05, 0.05, 0.05], "goodput_bps": around(1e6)})]
+    p = point(0, {"q": "pfifo"}, {"goodput_bps": around(9e6)}, flows)
+    counted = [[(10, 1000), (20, 1200), (30, 1400)], [(40, 1000), (41, 1000), (42, 1000)]]
+    for r, rep in enumerate(p["repetitions"]):
+        for i, f in enumerate(rep["flows"]):
+            f["counts"] = {"segs_lost": float(counted[i][r][0]), "segs_sent": float(counted[i][r][1])}
+    a = Archive({"s": [p]})
+    q = lambda i: {"spec": "s", "flows": [i], "metric": "mathis_bps"}
+    v = evaluate(claim({"kind": "compare", "op": ">", "a": q(0), "b": q(1)}), a)
+    want = [mathis_flow_bps(*counted[0][r], flows[0][1]["rtt_s"][r]) for r in range(3)]
+    assert v.values["a"]["mean"] == pytest.approx(sum(want) / 3, rel=1e-12)
+    assert want[0] == pytest.approx(1.224744871 * 11584 / (0.05 * 0.1), rel=1e-9)
+    # a repetition in which the flow lost nothing has no Eq. 5 value: left out, with the reason
+    p["repetitions"][1]["flows"][1]["counts"]["segs_lost"] = 0.0
+    v = evaluate(claim({"kind": "compare", "op": ">", "a": q(0), "b": q(1)}), Archive({"s": [p]}))
+    assert v.values["b"]["n"] == 2 and any("mathis_bps" in e["reason"] for e in v.excluded)
+    # a summary without counts (written before flows had them): no value, so not applicable
+    for rep in p["repetitions"]:
+        rep["flows"][0].pop("counts")
+    assert evaluate(claim({"kind": "compare", "op": ">", "a": q(0), "b": q(1)}), Archive({"s": [p]})).verdict \
+        == "not-applicable"
+    assert Quantity_problem("mathis_bps") is None
+
+
+def Quantity_problem(metric, **kw):
+    from ccrig.analysis.claims import Quantity
+    return Quantity(spec="x", flows=[0], metric=metric, **kw).problem()
+
+
+def test_eq5_needs_no_law_and_named_flows():
+    from ccrig.analysis.claims import Quantity
+    assert "only" in Quantity_problem("mathis_bps", law={"alpha": 1, "beta": 0.5})
+    assert "per flow" in Quantity(spec="x", metric="mathis_bps").problem()

@@ -95,3 +95,28 @@ def test_more_entries_than_flows_is_refused_naming_the_file():
     with pytest.raises(InputError, match=r"^spec.yaml: topology.per_pair: got '3 entries'; expected at most 2, one "
                                          r"per host pair the topology builds \(entry i is pair i\+1\)$"):
         specmod.validate(_spec({"per_pair": [{}, {}, {"rtt": "5ms"}]}), "spec.yaml")
+
+
+def test_pair_order_rotate_moves_each_flow_to_the_next_pair_each_repetition():
+    exp = specmod.validate({**_spec({"rtt": "20ms"}), "flows": [{"cc": "reno"}] * 3, "pair_order": "rotate"},
+                           "spec.yaml")
+    topo = exp.topology.build(exp.n_flows)
+    assert exp.flow_pairs(topo, 0) == [("s1", "d1"), ("s2", "d2"), ("s3", "d3")]
+    assert exp.flow_pairs(topo, 1) == [("s2", "d2"), ("s3", "d3"), ("s1", "d1")]
+    # over as many repetitions as pairs every flow has sat on every pair once
+    assert {exp.flow_pairs(topo, r)[0] for r in range(3)} == set(topo.pairs)
+    assert exp.flow_pairs(topo, 3) == exp.flow_pairs(topo, 0)
+    # fixed (the default): flow i on pair i modulo the pairs, whatever the repetition
+    fixed = specmod.validate({**_spec({"pairs": 2}), "flows": [{"cc": "reno"}] * 3}, "spec.yaml")
+    topo = fixed.topology.build(fixed.n_flows)
+    assert fixed.flow_pairs(topo, 5) == [("s1", "d1"), ("s2", "d2"), ("s1", "d1")]
+    # the repetition's flows are placed that way
+    from ccrig.experiments.run.repetition import flows_of
+    placed = flows_of(exp, exp.topology.build(3), {0: "reno", 1: "reno", 2: "reno"}, rep=2)
+    assert [(f.sender, f.receiver) for f in placed] == [("s3", "d3"), ("s1", "d1"), ("s2", "d2")]
+
+
+def test_a_bad_pair_order_is_one_line_naming_the_field():
+    with pytest.raises(InputError, match=r"pair_order: got 'shuffle'; expected .*fixed.*rotate") as e:
+        specmod.validate({**_spec({}), "pair_order": "shuffle"}, "spec.yaml")
+    assert "\n" not in str(e.value)

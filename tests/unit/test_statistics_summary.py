@@ -188,3 +188,17 @@ def test_sigma_option_is_checked_and_a_level_is_a_spec_field(tmp_path):
     assert exp.ci == pytest.approx(0.9973, abs=1e-4) and exp.seed == 9
     with pytest.raises(Exception, match="ci"):
         specmod.load(path, ["ci=1.5"])
+
+
+def test_a_flows_counts_are_sums_over_its_measured_intervals():
+    # warm-up interval 0 left out, as are an interval a kernel fault touched and one the flow was not active in;
+    # the loss over the whole repetition is lost / sent of what is kept: 3 / 300, not the mean of 1/100 and 2/200
+    rows = [{"segs_sent": 50, "segs_lost": 9}, {"segs_sent": 100, "segs_lost": 1},
+            {"segs_sent": 70, "segs_lost": 7, "fault": True}, {"segs_sent": 200, "segs_lost": 2},
+            {"segs_sent": 0, "segs_lost": 0, "active": False}]
+    assert summary.counts(rows, warmup=1) == {"segs_sent": 300.0, "segs_lost": 3.0}
+    row = intervals.flow_interval(intervals.FlowSeries([(0.0, {"data_segs_out": 0, "total_retrans": 0,
+                                                               "dsack_dups": 0}),
+                                                        (1.0, {"data_segs_out": 100, "total_retrans": 5,
+                                                               "dsack_dups": 2})]), 0.0, 1.0, 1e6)
+    assert (row["segs_sent"], row["segs_retrans"], row["segs_lost"]) == (100, 5, 3)   # spurious ones are no loss

@@ -83,3 +83,21 @@ def test_gaimd_bps_is_eq1_at_the_flows_own_loss_event_rate_and_rtt():
     assert tp.gaimd_bps(0.0, thr, 0.4, 1.0, 0.5) is None   # no loss: Eq. 1 says nothing
     with pytest.raises(InputError, match="loss"):
         tp.loss_event_rate(1.5, 3)
+
+
+def test_eq5_per_flow_against_hand_computed_values():
+    # 10 of 1000 segments lost: p = 0.01, √p = 0.1; R = 50 ms; s = 1448 bytes = 11584 bits.
+    # c = 1: 11584 / (0.05 · 0.1) = 2 316 800 bit/s; the default c = √(3/2): 2 316 800 · 1.2247449 = 2 837 488.9
+    assert tp.mathis_flow_bps(10, 1000, 0.05, c=1.0) == pytest.approx(2_316_800.0, rel=1e-12)
+    assert tp.mathis_flow_bps(10, 1000, 0.05) == pytest.approx(2_837_488.9, rel=1e-7)
+    # four times the loss halves it, twice the RTT halves it (the root-p law)
+    assert tp.mathis_flow_bps(40, 1000, 0.05, c=1.0) == pytest.approx(1_158_400.0, rel=1e-12)
+    assert tp.mathis_flow_bps(10, 1000, 0.10, c=1.0) == pytest.approx(1_158_400.0, rel=1e-12)
+    # 1 of 4 segments with a 536-byte MSS at 0.2 s: 4288 bits / (0.2 · 0.5) = 42 880 bit/s
+    assert tp.mathis_flow_bps(1, 4, 0.2, mss=536, c=1.0) == pytest.approx(42_880.0, rel=1e-12)
+    assert tp.mathis_flow_bps(0, 1000, 0.05) is None   # no loss: Eq. 5 is unbounded, says nothing
+    assert tp.mathis_flow_bps(0, 0, 0.05) is None
+    with pytest.raises(InputError, match="lost"):
+        tp.mathis_flow_bps(5, 4, 0.05)
+    with pytest.raises(InputError, match="rtt"):
+        tp.mathis_flow_bps(1, 4, 0.0)
