@@ -111,7 +111,12 @@ class Archive:
         if q.share:
             inner = get
             get = lambda r: _div(inner(r), _mean(r["system"].get("goodput_bps")))
-        return self._per_rep(key, p, get, where, f"{q.metric} of {'the system' if flows is None else flows}")
+        what = f"{q.metric} of {'the system' if flows is None else flows}"
+        if q.phase is not None:   # the same reading over the on/off source's phase only (summary.by_phase)
+            whole = get
+            get = lambda r: whole({**r, **_phase(r, q.phase)})
+            what += f" with the on/off source {q.phase}"
+        return self._per_rep(key, p, get, where, what)
 
     def _per_rep(self, key: str, p: dict, get, where: str, what: str = "goodput") -> Estimate:
         reps = p.get("repetitions")
@@ -147,6 +152,12 @@ class Archive:
         if bad:
             raise NotRun(f"{where}: no flow {bad[0]} (the point has {len(p['flows'])})")
         return list(q.flows)
+
+
+def _phase(rep: dict, phase: str) -> dict:
+    """A repetition's system and flows over one phase of its on/off source; a KeyError (no value) without one."""
+    got = rep["phases"][phase]
+    return {"system": got["system"], "flows": got["flows"]}
 
 
 def _mean(entry: dict | None) -> float | None:
