@@ -99,3 +99,18 @@ def test_a_phase_without_phases_is_not_applicable_and_a_workload_record_has_none
     assert "has no phases" in q.problem()
     with pytest.raises(NotRun):
         Archive({"s3": [no_phases]}).value(Quantity(spec="s3", flows=[0], phase="on"))
+
+
+def test_a_point_is_named_by_a_path_inside_a_swept_value():
+    # a spec sweeping whole flow lists (JK, then Generic): `flows[0].cc` picks one
+    jk = [{"count": 6, "cc": "reno"}, {"count": 2, "cc": "reno"}]
+    g = [{"count": 6, "cc": {"law": "alphabeta", "alpha": 5, "beta": 0.99}}, {"count": 2, "cc": "reno"}]
+    points = [{"index": i, "params": {"flows": f, "q": q}, "system": {}}
+              for i, (f, q) in enumerate([(jk, "pfifo"), (jk, "fq"), (g, "pfifo"), (g, "fq")])]
+    a = Archive({"s2": points})
+    assert a.point("s2", {"flows[0].cc": "reno", "q": "fq"})["index"] == 1
+    assert a.point("s2", {"flows[0].cc.law": "alphabeta", "q": "pfifo"})["index"] == 2
+    assert a.point("s2", {"flows[0].cc.alpha": 5, "q": "fq"})["index"] == 3
+    for at in ({"flows[0].cc": "cubic", "q": "fq"}, {"flows[2].cc": "reno", "q": "fq"}, {"flows[0].cc": "reno"}):
+        with pytest.raises(NotRun):
+            a.point("s2", at)
