@@ -10,8 +10,8 @@ sender -> receiver pair (a host route to the receiver, added on the sender, or f
     sack, dsack, frto, ecn      net.ipv4.tcp_sack / tcp_dsack / tcp_frto / tcp_ecn on the sender
     recovery: rack | none       net.ipv4.tcp_recovery = 1 | 0 on the sender (RACK loss detection on or off)
     tlp: false                  net.ipv4.tcp_early_retrans = 0 on the sender (no tail loss probe; true: 3, the default)
-    reordering: N               net.ipv4.tcp_reordering = N on the sender: the duplicate ACKs that start a fast
-                                retransmit without SACK (more than a window's: only the retransmission timer recovers)
+    reordering: N               net.ipv4.tcp_reordering = N on the sender: the duplicate (or SACKed) segments that
+                                start a fast retransmit without RACK (more than a window's: the timer recovers)
     initcwnd, rto_min           `ip route replace RECEIVER/32 via GW initcwnd N rto_min T` on the sender
     max_window: N               the same route with `cwnd lock N`: the kernel clamps cwnd to N (snd_cwnd_clamp)
     quickack: true              `ip route replace SENDER/32 via GW quickack 1` on the receiver: no delayed ACKs
