@@ -35,7 +35,7 @@ class Law(BaseModel):
 
 
 class Quantity(BaseModel):
-    """One number of one point: {spec, at, flows, metric, agg, share} (see the module's docstring).
+    """One number of one point: {spec, at, flows, metric, agg, share, phase} (see the module's docstring).
 
     `metric` is a summary metric, a PAUSE gain, a workload's own record as KIND.KEY[.STAT] (e.g.
     `interactive.latency_s.mean`: the per-message latency the interactive workload measures, averaged over the
@@ -50,10 +50,15 @@ class Quantity(BaseModel):
     agg: Literal["mean", "sum"] = "mean"
     share: bool = False
     law: Law | None = None   # gaimd_bps's (alpha, beta)
+    # the intervals an on/off source was on (or off) throughout only (summary.json's `phases`); omitted: all
+    phase: Literal["on", "off"] | None = None
 
     def problem(self) -> str | None:
         """What is wrong with the metric for this selection, or None."""
         m = self.metric
+        if self.phase is not None and ("." in m or m in PAUSE_METRICS or m in MODEL_METRICS):
+            return (f"phase {self.phase} reads the summary metrics of the system and the flows only; {m} has no "
+                    f"phases")
         if (m in LAW_METRICS) != (self.law is not None):
             return (f"{m} needs law: {{alpha, beta}}" if m in LAW_METRICS
                     else f"law belongs to {', '.join(LAW_METRICS)} only")

@@ -14,6 +14,7 @@ or that a late sampler made unreliable are left out, each with its reason in the
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -38,6 +39,28 @@ def same_param(given, wanted) -> bool:
         return False
 
 
+_MISSING = object()
+
+
+def _within(params: dict, path: str, wanted) -> bool:
+    """Whether a point's swept value at path is wanted: a swept path itself, or a path inside a swept value (a
+    spec sweeping whole flow lists is matched by `flows[0].cc: reno`)."""
+    if path in params:
+        return same_param(params[path], wanted)
+    for key, value in params.items():
+        if path.startswith(key) and path[len(key):len(key) + 1] in (".", "["):
+            for token in re.findall(r"\[(\d+)\]|\.?([^.\[]+)", path[len(key):]):
+                index, name = token
+                if index and isinstance(value, list) and int(index) < len(value):
+                    value = value[int(index)]
+                elif name and isinstance(value, dict):
+                    value = value.get(name, _MISSING)
+                else:
+                    return False
+            return value is not _MISSING and same_param(value, wanted)
+    return False
+
+
 @dataclass
 class Archive:
     """What claims read: each spec's summary points (None: the spec was not run), and the Markov model's PAUSE
@@ -49,8 +72,7 @@ class Archive:
         pts = self.points.get(spec)
         if pts is None:
             raise NotRun(f"spec {spec} was not run")
-        found = [p for p in pts if all(k in p.get("params", {}) and same_param(p["params"][k], v)
-                                       for k, v in at.items())]
+        found = [p for p in pts if all(_within(p.get("params", {}), k, v) for k, v in at.items())]
         if not found:
             where = ", ".join(f"{k}={v}" for k, v in at.items()) or "its point"
             raise NotRun(f"{spec}: no point with {where} was run")
@@ -113,7 +135,12 @@ class Archive:
         if q.share:
             inner = get
             get = lambda r: _div(inner(r), _mean(r["system"].get("goodput_bps")))
-        return self._per_rep(key, p, get, where, f"{q.metric} of {'the system' if flows is None else flows}")
+        what = f"{q.metric} of {'the system' if flows is None else flows}"
+        if q.phase is not None:   # the same reading over the on/off source's phase only (summary.by_phase)
+            whole = get
+            get = lambda r: whole({**r, **_phase(r, q.phase)})
+            what += f" with the on/off source {q.phase}"
+        return self._per_rep(key, p, get, where, what)
 
     def _per_rep(self, key: str, p: dict, get, where: str, what: str = "goodput") -> Estimate:
         reps = p.get("repetitions")
@@ -149,6 +176,12 @@ class Archive:
         if bad:
             raise NotRun(f"{where}: no flow {bad[0]} (the point has {len(p['flows'])})")
         return list(q.flows)
+
+
+def _phase(rep: dict, phase: str) -> dict:
+    """A repetition's system and flows over one phase of its on/off source; a KeyError (no value) without one."""
+    got = rep["phases"][phase]
+    return {"system": got["system"], "flows": got["flows"]}
 
 
 def _mean(entry: dict | None) -> float | None:

@@ -253,6 +253,9 @@ class Measurement:
                 r["fault"] = True
         entry = summary.repetition(flows, self.rows_by_flow, self.system_rows, exp.warmup, t_max, share, checks,
                                    exp.ci)
+        # an on/off source's phases apart (summary.by_phase): its own schedule against the intervals' clock
+        entry.update(summary.by_phase(flows, results, self.t0, exp.interval, exp.warmup, self.rows_by_flow,
+                                      self.system_rows, exp.ci))
         # each flow's least RTT from its data packets, held to the physical floor (summary.data_min_rtt)
         for e, f in zip(entry["flows"], flows):
             trace = self.sampler_of[f.sender_key].snapshot(f.sender_key)

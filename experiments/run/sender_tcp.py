@@ -9,6 +9,9 @@ sender -> receiver pair (a host route to the receiver, added on the sender, or f
 
     sack, dsack, frto, ecn      net.ipv4.tcp_sack / tcp_dsack / tcp_frto / tcp_ecn on the sender
     recovery: rack | none       net.ipv4.tcp_recovery = 1 | 0 on the sender (RACK loss detection on or off)
+    tlp: false                  net.ipv4.tcp_early_retrans = 0 on the sender (no tail loss probe; true: 3, the default)
+    reordering: N               net.ipv4.tcp_reordering = N on the sender: the duplicate (or SACKed) segments that
+                                start a fast retransmit without RACK (more than a window's: the timer recovers)
     initcwnd, rto_min           `ip route replace RECEIVER/32 via GW initcwnd N rto_min T` on the sender
     max_window: N               the same route with `cwnd lock N`: the kernel clamps cwnd to N (snd_cwnd_clamp)
     quickack: true              `ip route replace SENDER/32 via GW quickack 1` on the receiver: no delayed ACKs
@@ -46,6 +49,9 @@ class TcpSettings(BaseModel):
     dsack: bool | None = None
     recovery: Literal["rack", "none"] | None = None
     frto: bool | None = None
+    tlp: bool | None = None
+    # Linux's tcp_max_reordering (300) bounds what reordering may reach, and so what is accepted here
+    reordering: int | None = Field(None, ge=1, le=300)
     ecn: bool | None = None
     initcwnd: int | None = Field(None, ge=1, le=MAX_INITCWND)
     rto_min: TimeField | None = None
@@ -73,6 +79,10 @@ class TcpSettings(BaseModel):
             out["net.ipv4.tcp_frto"] = "2" if self.frto else "0"   # 2: the kernel's default, RFC 5682's F-RTO
         if self.recovery is not None:
             out["net.ipv4.tcp_recovery"] = "1" if self.recovery == "rack" else "0"
+        if self.tlp is not None:
+            out["net.ipv4.tcp_early_retrans"] = "3" if self.tlp else "0"   # 3: the kernel's default, TLP on
+        if self.reordering is not None:
+            out["net.ipv4.tcp_reordering"] = str(self.reordering)
         return out
 
 

@@ -71,6 +71,12 @@ class Workload(BaseModel):
         with the program's own words when it failed."""
         raise NotImplementedError
 
+    def on_periods(self, result: Any) -> list[tuple[float, float]] | None:
+        """When the source was on, as (start, end) on the node's wall clock, for a source that is on and off by
+        a schedule of its own (onoff); None for the others. A run's intervals are then judged by phase
+        (summary.by_phase)."""
+        return None
+
     def received_bytes(self, flow: Flow, result: Any) -> int | None:
         """The bytes the receiver got as the program itself counts them, cross-checked against the kernel's
         counters (None: the program keeps no such count)."""

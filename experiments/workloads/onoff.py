@@ -1,7 +1,9 @@
 """The onoff workload (Keshav 003's background source): UDP at a constant `rate` for `on`, silent for `off`, and
 again, starting on; with `periods: exponential` each on and off period is drawn with those means (udp.py,
 sources.py). summary.json's `onoff` adds to the UDP entry the on and off periods the receiver saw (runs of
-packets, split where a gap is longer than half the shorter period) and the ones the sender scheduled.
+packets, split where a gap is longer than half the shorter period) and the ones the sender scheduled; its
+`phases` the flows' means over the intervals it was on throughout and over those it was off throughout (a claim's
+quantity reads them with `phase: on | off`).
 
     flows: [{workload: {kind: onoff, rate: 5mbit, on: 300s, off: 300s}}]      # half of a 10 Mbit/s bottleneck
 """
@@ -44,6 +46,11 @@ class OnOff(Datagrams):
 
     def pattern_argv(self) -> list[str]:
         return ["--on", f"{self.on:g}", "--off", f"{self.off:g}", "--periods", self.periods]
+
+    def on_periods(self, result: dict) -> list[tuple[float, float]]:
+        # the sender's own schedule as it ran (its wall clock, the runner's in a namespace testbed): what the paper
+        # tabulates apart is the source on and the source off, not the receiver's view of it
+        return [(float(a), float(b)) for a, b in result["sender"].get("on", [])]
 
     def measured(self, result: dict) -> dict:
         out = super().measured(result)

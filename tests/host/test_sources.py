@@ -141,3 +141,21 @@ def test_gilbert_elliott_loss_on_the_topology_comes_in_bursts(ccrig):
     assert rep["links"]["r2->d1"]["dropped"] >= sum(lost)
     env = json.loads((ccrig.run_dirs()[-1] / "env.json").read_text())
     assert env["links"]["0"]["loss"]["r2->d1"]["loss"]["mean"] == pytest.approx(0.02 / 0.27)
+
+
+def test_onoff_phases_are_judged_apart(ccrig):
+    # 3 s on, 3 s off at 40 % of the line beside a bulk flow: the intervals the source was on throughout, and off
+    # throughout, by its own schedule (summary.by_phase); the one holding each switch, and the one after it (the
+    # source's packets still queued), count in neither
+    spec = dumbbell([{"workload": {"kind": "onoff", "rate": "500pps", "size": "972b", "on": "3s", "off": "3s"}},
+                     {"cc": "reno"}], duration="16s", rate="10mbit")
+    p = ccrig.run(spec)
+    assert p.returncode == 0, p.stderr
+    phases = _rep(ccrig)["phases"]
+    on, off = phases["on"], phases["off"]
+    assert len(on["intervals"]) >= 2 and len(off["intervals"]) >= 2 and not set(on["intervals"]) & set(off["intervals"])
+    rate = 500 * 972 * 8
+    assert on["flows"][0]["goodput_bps"]["mean"] == pytest.approx(rate, rel=0.1)
+    assert off["flows"][0]["goodput_bps"]["mean"] < 0.01 * rate
+    # the bulk flow takes what the source leaves
+    assert off["flows"][1]["goodput_bps"]["mean"] > on["flows"][1]["goodput_bps"]["mean"] + 0.5 * rate
