@@ -163,13 +163,15 @@ class SenderTcp:
 
         def entry(node):
             return self.record.setdefault(node, {"where": tb.where(node), "sysctls": {}, "routes": []})
+        # a node's keys in one sysctl each to read, set and read back (one process per key and step cost a TCG
+        # guest about a second each: 64 of them in Keshav's scenario 1 with the Generic source's knobs)
         for node, kv in self.sysctls.items():
-            for key, value in kv.items():
-                before = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
-                self._remember(node, ["sysctl", "-q", "-w", f"{key}={before}"])
-                tb.run(node, ["sysctl", "-q", "-w", f"{key}={value}"])
-                after = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
-                entry(node)["sysctls"][key] = {"before": before, "after": after}
+            keys = list(kv)
+            before = self._values(node, keys)
+            self._remember(node, ["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in zip(keys, before))])
+            tb.run(node, ["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in kv.items())])
+            for key, was, now in zip(keys, before, self._values(node, keys)):
+                entry(node)["sysctls"][key] = {"before": was, "after": now}
         for ((node, _), _), route in zip(self.routes.items(), fanout.each(pin_route, self.routes.items())):
             entry(node)["routes"].append(route)
         locked = [key for key, opts in self.routes.items() if "cwnd" in opts]
@@ -177,6 +179,13 @@ class SenderTcp:
         for (node, dst) in locked:
             next(r for r in self.record[node]["routes"] if r["to"] == dst)["tcp_metrics"] = metrics[(node, dst)]
         return self.record
+
+    def _values(self, node: str, keys: list[str]) -> list[str]:
+        """The keys' values on node, in order (sysctl -n prints one a line)."""
+        lines = self.testbed.run(node, ["sysctl", "-n", *keys]).stdout.rstrip("\n").split("\n")
+        if len(lines) != len(keys):
+            raise RunError(f"{node}: sysctl -n {' '.join(keys)} printed {len(lines)} line(s) for {len(keys)} keys")
+        return [line.strip() for line in lines]
 
     def _remember(self, node: str, argv: list[str], inside: bool = False) -> None:
         """Notes argv as undoing a change on node; inside: a change that lives in the node's own namespace (a
