@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 from contextlib import contextmanager
+from itertools import count
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
+
+
+_beds = count()   # two_nodes beds of this worker
 
 
 @contextmanager
@@ -98,6 +102,23 @@ class Ccrig:
 
     def summary(self) -> dict:
         return json.loads((self.run_dirs()[-1] / "summary.json").read_text())
+
+
+@pytest.fixture
+def two_nodes(tmp_path):
+    """Two namespaces, a and b, on one link of the netns testbed (its own name: prefix, pid and a counter)."""
+    from ccrig.commands import Commands
+    from ccrig.topologies.testbeds.netns import NetnsTestbed
+    from ccrig.topologies.topology import Topology
+    topo = Topology("pair")
+    topo.add_node("a"), topo.add_node("b")
+    topo.add_link("a", "b")
+    bed = NetnsTestbed(topo, Commands(tmp_path / "commands.log"), f"ccrig-t2-{os.getpid()}-{next(_beds)}")
+    bed.up()
+    try:
+        yield bed
+    finally:
+        bed.down()
 
 
 @pytest.fixture

@@ -11,12 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from ccrig.commands import Commands
 from ccrig.ports import CLIENT_PORT, SERVER_PORT
 from ccrig.experiments.run.sender_tcp import SenderTcp, TcpSettings
 from ccrig.topologies.loss import program
 from ccrig.topologies.testbeds.netns import NetnsTestbed
-from ccrig.topologies.topology import Topology
 
 # flow 0's ports (ccrig/ports.py): the loss program drops a flow's packets only
 PORT, CPORT = SERVER_PORT, CLIENT_PORT
@@ -76,20 +74,12 @@ def _backoff(bed: NetnsTestbed) -> tuple[int, float]:
 
 
 @pytest.fixture
-def lossy_pair(tmp_path):
-    topo = Topology("pair")
-    topo.add_node("a"), topo.add_node("b")
-    topo.add_link("a", "b")
-    bed = NetnsTestbed(topo, Commands(tmp_path / "commands.log"), f"ccrig-gen-{time.time_ns() % 100000}")
-    bed.up()
-    try:
-        # on b's ingress: a drop on a's own egress is no loss to TCP (the skb is sent again as new data)
-        drop = program.LinkDropper(bed, "a", "b", bed.egress_device("b", "a"), hook="ingress")
-        drop.attach(program.build(bed.commands))
-        drop.set_loss(0.03)
-        yield bed, drop
-    finally:
-        bed.down()
+def lossy_pair(two_nodes):
+    # on b's ingress: a drop on a's own egress is no loss to TCP (the skb is sent again as new data)
+    drop = program.LinkDropper(two_nodes, "a", "b", two_nodes.egress_device("b", "a"), hook="ingress")
+    drop.attach(program.build(two_nodes.commands))
+    drop.set_loss(0.03)
+    yield two_nodes, drop
 
 
 def test_generic_leaves_losses_to_the_backed_off_timer(lossy_pair):

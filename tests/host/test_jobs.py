@@ -103,17 +103,22 @@ def test_a_testbed_limited_repetition_beside_others_is_rerun_alone_and_recorded(
     run = ccrig.run_dirs()[-1]
     summary = json.loads((run / "summary.json").read_text())
     # both first attempts ran side by side, were judged testbed-limited, moved aside and run again alone
-    reruns = sorted(summary["reruns"], key=lambda r: r["rep"])
-    assert [(r["rep"], r["attempt"], r["beside_others"], r["rerun"]) for r in reruns] == \
-        [(0, 1, True, "alone"), (1, 1, True, "alone")], reruns
+    reruns = sorted(summary["reruns"], key=lambda r: (r["rep"], r["attempt"]))
+    first = [r for r in reruns if r["attempt"] == 1]
+    assert [(r["rep"], r["beside_others"], r["rerun"]) for r in first] == [(0, True, "alone"), (1, True, "alone")], \
+        reruns
+    # an attempt alone is forced clean, but a machine this busy (a TCG guest beside this test in CI) may still
+    # starve it for real: the engine then runs it alone once more, as it says
+    assert all(not r["beside_others"] and "forced" not in r["spoiled"] for r in reruns if r["attempt"] > 1), reruns
     assert all("testbed-limited" in r["spoiled"] for r in reruns)
     for r in reruns:
         kept = json.loads((run / r["excluded"] / "repetition.json").read_text())
         assert kept["excluded"] == r["spoiled"] and (run / r["excluded"] / "intervals.csv").is_file()
     # what stands is each pair's second attempt, alone, its own verdict ok, and the point measured
     point = summary["points"][0]
+    last = {r["rep"]: r["attempt"] for r in reruns}
     assert [(r["rep"], r["attempt"], r["ran_beside_others"], r["fidelity"]["verdict"])
-            for r in point["repetitions"]] == [(0, 2, False, "ok"), (1, 2, False, "ok")]
+            for r in point["repetitions"]] == [(k, last[k] + 1, False, "ok") for k in (0, 1)]
     assert "unmeasurable" not in point and point["fidelity"]["verdict"] == "ok"
     assert sorted(p.parent.name for p in run.glob("points/*/rep*/repetition.json")) == ["rep0", "rep1"]
     assert "running it again alone" in out

@@ -10,10 +10,8 @@ import time
 import pytest
 from conftest import ROOT, dumbbell, leftovers
 
-from ccrig.commands import Commands
 from ccrig.topologies.loss import program
 from ccrig.topologies.testbeds.netns import NetnsTestbed
-from ccrig.topologies.topology import Topology
 
 PACKETS = 25000
 OVERDISPERSION = 1.25   # the drop count's spread over the binomial's, measured (below)
@@ -45,16 +43,8 @@ def _udp_through(bed: NetnsTestbed, n: int) -> int:
 
 
 @pytest.fixture
-def pair(tmp_path):
-    topo = Topology("pair")
-    topo.add_node("a"), topo.add_node("b")
-    topo.add_link("a", "b")
-    bed = NetnsTestbed(topo, Commands(tmp_path / "commands.log"), f"ccrig-t15-{time.time_ns() % 100000}")
-    bed.up()
-    try:
-        yield bed
-    finally:
-        bed.down()
+def pair(two_nodes):
+    return two_nodes
 
 
 def test_bpf_random_loss_is_binomial_and_counted(pair):
