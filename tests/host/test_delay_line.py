@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ TOL_S = 0.2e-3
 EPS = 1e-9
 RTT_S = 0.04
 PREFIX = f"ccdl-{os.getpid()}"
+READ_AFTER_S = 3.0   # s of data before the flow's minrtt is read (it only falls; the line's RTT is there from the start)
 
 
 @contextlib.contextmanager
@@ -52,24 +54,33 @@ def ping_median(bed) -> float:
 
 
 def tcp_min_rtt(bed, port: int) -> float:
-    """One TCP flow for 6 s: its data socket's own tcpi_min_rtt (`ss -ti`'s minrtt), read just before it ends (iperf3's
-    JSON min_rtt is the least of its smoothed-RTT samples, not TCP's minimum). 6 s, not 3: five flows at once on a
-    busy machine once ended before one `ss` had seen their data socket."""
+    """One TCP flow: its data socket's own tcpi_min_rtt (`ss -ti`'s minrtt; iperf3's JSON min_rtt is the least of
+    its smoothed-RTT samples, not TCP's minimum), read once the flow has carried data for READ_AFTER_S, then the
+    flow is stopped. A flow of fixed length raced the readings: five at once on a busy machine (CI, beside a TCG
+    guest) once ended before one `ss` had seen its data socket."""
     server = bed.popen("d1", ["iperf3", "-s", "-1", "-B", bed.address("d1"), "-p", str(port)])
+    client = None
     try:
         wait.listening(lambda argv: bed.run("d1", argv, check=False), port, timeout=30)
         client = bed.popen("s1", ["iperf3", "-c", bed.address("d1"), "-p", str(port), "--cport", str(port + 100),
-                                  "-t", "6"])
-        seen = []
+                                  "-t", "120"])
+        seen: list[float] = []
+        since: list[float] = []
 
         def minrtt():
+            if client.poll() is not None:
+                return "ended"
             out = bed.run("s1", ["ss", "-Htin", f"( sport = :{port + 100} )"], check=False).stdout
             seen[:] = [float(w.split(":")[1]) * 1e-3 for w in out.split() if w.startswith("minrtt:")] or seen
-            return client.poll() is not None
-        wait.until(minrtt, 60, "the flow's end", every=0.2)
-        assert seen, "no minrtt of the data socket"
+            since[:] = since or ([time.monotonic()] if seen else [])
+            return bool(since) and time.monotonic() - since[0] >= READ_AFTER_S
+        wait.until(minrtt, 90, f"{READ_AFTER_S:g} s of the flow's data socket", every=0.2)
+        assert seen, f"no minrtt of the data socket: iperf3's client ended first (exit status {client.returncode})"
         return seen[0]
     finally:
+        if client is not None and client.poll() is None:
+            client.terminate()   # iperf3 tells its server the test is over: the server (-1) exits too
+            client.wait(timeout=30)
         server.wait(timeout=30)
 
 
