@@ -53,8 +53,6 @@ def test_a_study_by_kernel_has_one_column_per_kernel(tmp_path):
     # the host decides both; the TCG guest's two repetitions may spread too wide to (measured: 8.1 Mbit/s, se
     # 1.4), but never the other way
     assert verdicts["alone-uses-the-link"]["netns"] == "holds" and verdicts["false"]["netns"] == "fails", verdicts
-    assert verdicts["alone-uses-the-link"]["vm"] in ("holds", "undecided"), verdicts
-    assert verdicts["false"]["vm"] in ("fails", "undecided"), verdicts
     assert verdicts["two-alone"] == {"netns": "not-applicable", "vm": "not-applicable"}, verdicts
     assert doc["differ"] == []
     guest = json.loads((parent / kernels["vm"]["study_dir"] / "claims.json").read_text())["claims"][0]
@@ -62,8 +60,14 @@ def test_a_study_by_kernel_has_one_column_per_kernel(tmp_path):
     # guest on a loaded CI machine can stay testbed-limited: official CI on ccf5b00) and listed with the reason
     runs = list((parent / kernels["vm"]["study_dir"]).glob("**/summary.json"))
     given_up = [r for s in runs for r in json.loads(s.read_text()).get("reruns", []) if "kept" in r]
-    assert guest["values"]["q"]["n"] >= 1 and guest["values"]["q"]["mean"] > 2e6, guest["values"]
-    assert guest["values"]["q"]["n"] + len(given_up) == 2, (guest["values"], given_up)
+    q = guest["values"].get("q", {})
+    assert q.get("n", 0) + len(given_up) == 2 and all(r["spoiled"] for r in given_up), (guest["values"], given_up)
+    if q.get("n", 0):
+        assert q["mean"] > 2e6, guest["values"]
+        assert verdicts["alone-uses-the-link"]["vm"] in ("holds", "undecided"), verdicts
+        assert verdicts["false"]["vm"] in ("fails", "undecided"), verdicts
+    else:   # both given up (CI on 2026-11-27: testbed-limited, goodput 0.68-0.78 of T_max): no verdict from them
+        assert verdicts["alone-uses-the-link"]["vm"] == verdicts["false"]["vm"] == "not-applicable", verdicts
     md = (parent / "kernels.md").read_text()
     assert "# Study bk by kernel" in md and "| alone-uses-the-link | holds |" in md
     assert "0 of 3 claims decided differently" in md and "Only the specs one ran (--specs)" in md
