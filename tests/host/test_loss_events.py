@@ -42,22 +42,17 @@ def _udp_through(bed: NetnsTestbed, n: int) -> int:
     return int(out.split()[-1])
 
 
-@pytest.fixture
-def pair(two_nodes):
-    return two_nodes
-
-
-def test_bpf_random_loss_is_binomial_and_counted(pair):
-    drop = program.LinkDropper(pair, "a", "b", pair.egress_device("a", "b"))
-    drop.attach(program.build(pair.commands))
+def test_bpf_random_loss_is_binomial_and_counted(two_nodes):
+    drop = program.LinkDropper(two_nodes, "a", "b", two_nodes.egress_device("a", "b"))
+    drop.attach(program.build(two_nodes.commands))
     # 0 %: nothing dropped
     drop.set_loss(0.0)
-    got = _udp_through(pair, 2000)
+    got = _udp_through(two_nodes, 2000)
     c0 = drop.counts()
     assert c0["dropped"] == 0 and got == 2000
     # 1 %: the measured ratio lies in the binomial 99 % interval, and the receiver got exactly what passed
     drop.set_loss(0.01)
-    got = _udp_through(pair, PACKETS)
+    got = _udp_through(two_nodes, PACKETS)
     c = drop.counts()
     dropped, passed = c["dropped"], c["passed"] - c0["passed"]
     n = dropped + passed
