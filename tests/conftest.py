@@ -32,18 +32,37 @@ def _tier(nodeid: str) -> str:
     return parts[1] if len(parts) > 2 and parts[0] == "tests" and parts[1] in TIERS else "other"
 
 
-@pytest.fixture(scope="session")
-def calibrated():
-    """This machine's capacity for `--jobs auto` (the default), measured before any host or vm test if it is not
-    cached yet (autouse in both tiers' conftest): every worker asks first (one measures, the others wait on its
-    lock), so no test's run pays for it or meets its traffic, and no guest boots beside it (asked by the host tier
-    alone, it once ran while the vm group's first guest booted, passed no round, and left --jobs auto at one pair:
-    test_jobs failed). Not without root, nor where CCRIG_JOBS names a number (a vm guest: its runs never
-    calibrate, its checkout is read-only)."""
+def _calibrate() -> None:
+    """This machine's capacity for `--jobs auto` (the default), measured if it is not cached yet. Not without
+    root, nor where CCRIG_JOBS names a number (a vm guest: its runs never calibrate, its checkout is read-only)."""
     if os.geteuid() != 0 or os.environ.get("CCRIG_JOBS", "auto") != "auto":
         return
     from ccrig.experiments.run import calibration
     calibration.capacity(Path(__file__).resolve().parents[1] / calibration.ROOT, f"ccrig-{os.getpid()}-cal")
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist starts its workers (its own sessionstart is trylast)
+def pytest_sessionstart(session):
+    """Calibrate on the controller before any worker exists, when host or vm tests may run: the machine is then
+    idle. Asked by the first host or vm test instead, it ran while the other workers collected and ran unit tests,
+    passed no round, and left --jobs auto at one pair (CI on 2026-11-27: test_jobs's admission test failed)."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    tests = Path(__file__).resolve().parent
+    here = config.invocation_params.dir
+    paths = [(here / a.split("::")[0]).resolve() for a in config.args] or [here]
+    if any(p in (tests, tests.parent) or p.is_relative_to(tests / "host") or p.is_relative_to(tests / "vm")
+           for p in paths):
+        _calibrate()
+
+
+@pytest.fixture(scope="session")
+def calibrated():
+    """The calibration, before any host or vm test (autouse in both tiers' conftest): measured by the controller
+    at the session's start (pytest_sessionstart), else here (every worker asks; one measures, the others wait on
+    its lock), so no test's run pays for it or meets its traffic, and no guest boots beside it."""
+    _calibrate()
 
 
 def _terminated(signum, frame):

@@ -149,9 +149,12 @@ def test_alphabeta_on_the_wire(path, ccs, preset):
     result, samples, runs = law_flow(path, names[preset])
     assert result["end"]["sender_tcp_congestion"] == names[preset]
     # iperf3 sets the congestion control just after creating the socket: the first samples may still show the
-    # namespace's default, every later one the preset
+    # namespace's default (5 of 408 in CI beside a TCG guest), every sample from the first that shows the preset
+    # on shows it, and most do
     used = [f["cc"] for _, f in samples]
-    assert used[-1] == names[preset] and used.count(names[preset]) >= len(used) - 3, set(used)
+    assert names[preset] in used, set(used)
+    first = used.index(names[preset])
+    assert set(used[first:]) == {names[preset]} and first <= len(used) // 4, (first, len(used), set(used))
     events = run_events(runs)
     assert len(events) >= 2, f"only {len(events)} loss events in {SECONDS} s after slow start"
     # after a loss ssthresh = floor(beta W), and cwnd comes back to it when recovery ends: medians over
