@@ -9,7 +9,7 @@ SPEC ?= experiments/specs/default.yaml
 APT_PACKAGES := iproute2 iperf3 ethtool iputils-ping procps psmisc kmod tcpdump sudo \
 	prometheus python3-venv python3-pip python3-dev \
 	make gcc libc6-dev clang llvm libbpf-dev bpftool libelf-dev \
-	linux-image-amd64 linux-headers-amd64 busybox-static qemu-system-x86 \
+	linux-image-amd64 linux-headers-amd64 busybox-static qemu-system-x86 e2fsprogs \
 	mininet openvswitch-switch bridge-utils openssh-server openssh-client prometheus-node-exporter
 
 .PHONY: deps deps-apt deps-python experiment test test-unit test-host test-vm test-vm-slow bench soak clean

@@ -41,3 +41,13 @@ def test_netem_delay_measured_by_ping(tier_modules, ns_pair, commands):
     assert len(rtts) == 5, out
     assert min(rtts) >= 80.0, out
     assert min(rtts) < 80.0 + 20.0, out
+
+
+def test_python_trees_are_read_from_their_images():
+    """The venv, the standard library and the site folders are the ext4 images the host attached (images.py), not
+    9p: each is an ext4 mount of its own in the guest's mount table."""
+    from ccrig.topologies.testbeds.vm import images
+    mounts = {line.split()[1]: line.split()[2] for line in Path("/proc/mounts").read_text().splitlines()}
+    trees = images.trees()
+    assert trees
+    assert {str(t): mounts.get(str(t)) for t in trees} == {str(t): "ext4" for t in trees}

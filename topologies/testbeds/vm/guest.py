@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -18,6 +19,7 @@ from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
 from ccrig.machine import cache_dir
 from ccrig.procs import stop_group, stop_pids
+from . import images
 from .kernel import REPO, Kernel, find_kernel
 
 # virtme-ng is a dependency of ccrig (pyproject.toml): its scripts sit next to the interpreter
@@ -141,9 +143,10 @@ def vng() -> str:
     return found
 
 
-def guest_command(argv: list[str], env: dict[str, str] | None = None) -> str:
-    """The shell line vng runs in the guest: argv with an environment that finds this repository's tools.
-    The guest's root is the host's, read-only; bytecode caches are not written there."""
+def guest_command(argv: list[str], env: dict[str, str] | None = None, disks: list[images.Image] = ()) -> str:
+    """The shell line vng runs in the guest: the Python trees' images mounted (images.py), then argv with an
+    environment that finds this repository's tools. The guest's root is the host's, read-only; bytecode caches
+    are not written there."""
     # CCRIG_JOBS=1: pairs one at a time in the guest (--jobs auto would calibrate an emulated CPU, whose capacity
     # says nothing, on a checkout it cannot cache in)
     # XDG_CACHE_HOME: this machine's cache (read-only there), where the native programs built here before the boot
@@ -155,7 +158,7 @@ def guest_command(argv: list[str], env: dict[str, str] | None = None) -> str:
         if name in os.environ:
             base[name] = os.environ[name]
     base.update(env or {})
-    return shlex.join(["env", *(f"{k}={v}" for k, v in base.items()), *argv])
+    return images.mounts(list(disks)) + "exec " + shlex.join(["env", *(f"{k}={v}" for k, v in base.items()), *argv])
 
 
 def guest_name(prefix: str | None = None) -> str:
@@ -221,11 +224,17 @@ def run_in_guest(argv: list[str], kernel: Kernel | str | None = None, timeout: f
     commands = commands or Commands(None)
     mode = accel or accel_mode(kernel, commands)
     bytecode(commands)
-    full = vng_argv(kernel, guest_command(argv, env), mode, cwd, rwdirs, memory, cpus, name, qemu_opts)
-    proc = commands.popen(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    disks = images.for_guest(commands, warn=lambda line: output(line + "\n"))
+    opts = " ".join(o for o in (qemu_opts, images.qemu_opts(disks)) if o)
+    # the command goes in a file the guest reads (the host's root is its root): vng hands --exec to the guest on
+    # the kernel's command line, base64-encoded, and x86 truncates that line at 2048 bytes; a guest tier's pytest
+    # line with the images' mounts went past it and the guest's init hung, idle, without a word
+    script = _command_file(guest_name(name), guest_command(argv, env, disks))
     deadline = time.monotonic() + timeout
-    pending = b""
+    pending, proc = b"", None
     try:
+        full = vng_argv(kernel, f"sh {shlex.quote(str(script))}", mode, cwd, rwdirs, memory, cpus, name, opts)
+        proc = commands.popen(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -248,7 +257,19 @@ def run_in_guest(argv: list[str], kernel: Kernel | str | None = None, timeout: f
         raise RunError(f"the guest ({kernel.release}, {mode}) closed its output but did not exit within "
                        f"{timeout:g} s; it was stopped") from None
     finally:
-        _kill_group(proc)
+        if proc is not None:
+            _kill_group(proc)
+        script.unlink(missing_ok=True)
+
+
+def _command_file(name: str, command: str) -> Path:
+    """The guest's shell command in a file of its own under the cache folder (named after the guest)."""
+    folder = cache_dir() / "vm-commands"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix=f"{name}-", suffix=".sh", dir=folder)
+    with os.fdopen(fd, "w") as f:
+        f.write(command + "\n")
+    return Path(path)
 
 
 def stray_guests(prefix: str = "ccrig-") -> list[tuple[int, str]]:
@@ -279,6 +300,11 @@ def stop_stray_guests(prefix: str = "ccrig-", keep: Callable[[str], bool] = lamb
             continue
         stop_pids([pid], grace=5)
         said.append(f"stopped guest {name} (qemu pid {pid})")
+    # the command file of a guest whose run was killed outright (run_in_guest removes its own)
+    running = {name for _, name in stray_guests(prefix)}
+    for path in (cache_dir() / "vm-commands").glob(f"{prefix}*.sh"):
+        if path.name.rsplit("-", 1)[0] not in running and not keep(path.name.rsplit("-", 1)[0]):
+            path.unlink(missing_ok=True)
     return said
 
 
