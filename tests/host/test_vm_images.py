@@ -37,6 +37,16 @@ def test_an_image_holds_its_tree_and_is_rebuilt_only_when_the_tree_changes(tmp_p
     assert second.path != first.path and second.label != first.label and not first.path.exists()
     assert _cat(second.path, "/pkg/mod.py") == "X = 22\n"
     assert sorted(p.name for p in cache.glob("*.img")) == [second.path.name]
+    # the tree gone (a deleted clone's venv): its image goes with the next image built
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.py").write_text("")
+    (tree / "pkg" / "mod.py").unlink()
+    (tree / "pkg").rmdir()
+    (tree / "link.py").unlink()
+    tree.rmdir()
+    kept = images.image(other, commands, cache)
+    assert sorted(p.name for p in cache.glob("*.img")) == [kept.path.name]
 
 
 def test_the_guest_mounts_each_image_read_only_over_its_tree(tmp_path):

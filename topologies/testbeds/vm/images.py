@@ -88,10 +88,25 @@ def image(tree: Path, commands: Commands, folder: Path | None = None) -> Image:
                           "-N", str(count + 1024), "-E", "root_owner=0:0", "-d", str(tree), str(tmp), str(blocks)],
                          timeout=600)
             tmp.rename(path)
+            (folder / f"{slug}.tree").write_text(str(tree))
             for old in folder.glob(f"{slug}-*.img"):
                 if old != path:
                     old.unlink(missing_ok=True)   # a guest still running on it keeps its open file
+    _prune(folder)
     return Image(tree=tree, path=path, label=label)
+
+
+def _prune(folder: Path) -> None:
+    """Removes the images of trees that are gone (a clone's venv, deleted): each is as large as its tree."""
+    for record in folder.glob("*.tree"):
+        try:
+            gone = not Path(record.read_text()).is_dir()
+        except OSError:
+            continue
+        if gone:
+            for old in folder.glob(f"{record.stem}-*.img"):
+                old.unlink(missing_ok=True)
+            record.unlink(missing_ok=True)
 
 
 def for_guest(commands: Commands, warn=print) -> list[Image]:
