@@ -48,10 +48,11 @@ class Commands:
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
 
-    def note(self, argv: list[str], status: str = "&") -> None:
+    def note(self, argv: list[str], status: str = "&", input: str | None = None) -> None:
         """Logs a command started by other means than run() or popen() (one that needs a pipe of its own, or
-        an environment): every external command is in commands.log, however it was started."""
-        self._log(argv, status)
+        an environment): every external command is in commands.log, however it was started. A file written
+        for a command is logged with its text as input (a here-document), so it replays as written."""
+        self._log(argv, status, input)
 
     def _log(self, argv: list[str], status: str, input: str | None = None) -> None:
         if self.log_path is None:

@@ -230,6 +230,7 @@ def run_in_guest(argv: list[str], kernel: Kernel | str | None = None, timeout: f
     # the kernel's command line, base64-encoded, and x86 truncates that line at 2048 bytes; a guest tier's pytest
     # line with the images' mounts went past it and the guest's init hung, idle, without a word
     script = _command_file(guest_name(name), guest_command(argv, env, disks))
+    commands.note(["install", "-m", "600", "/dev/stdin", str(script)], "put", input=script.read_text())  # replayable
     deadline = time.monotonic() + timeout
     pending, proc = b"", None
     try:
