@@ -2,6 +2,8 @@
 reproduced and its numbers interpreted."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
@@ -27,6 +29,17 @@ def cache_dir() -> Path:
     """Where this machine keeps what ccrig builds for it once (the native sampler, the delay line, the queue
     monitor, the vm's accelerator probe): ~/.cache/ccrig, or under $XDG_CACHE_HOME."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ccrig"
+
+
+@contextlib.contextmanager
+def cache_lock(name: str, folder: Path | None = None):
+    """Holds an exclusive lock named `name` in the cache folder (or `folder`): a second process building the same
+    thing waits for the first. Released when the block ends, also if this process dies."""
+    folder = folder or cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / name, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _sysctl(name: str) -> str | None:

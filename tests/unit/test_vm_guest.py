@@ -87,3 +87,14 @@ def test_vm_options():
         vm.VmOptions(cpus=0)
     with pytest.raises(ValidationError):
         vm.VmOptions(kernal="typo")
+
+
+def test_clean_removes_the_command_files_of_guests_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = tmp_path / "ccrig" / "vm-commands"
+    folder.mkdir(parents=True)
+    gone, live, other = (folder / n for n in ("ccrig-999991-ab12.sh", "ccrig-999992-cd34.sh", "other-1-ef.sh"))
+    for f in (gone, live, other):
+        f.write_text("true\n")
+    vm.stop_stray_guests("ccrig-99999", keep=lambda name: name == "ccrig-999992")
+    assert not gone.exists() and live.exists() and other.exists()

@@ -229,8 +229,9 @@ def run_in_guest(argv: list[str], kernel: Kernel | str | None = None, timeout: f
     # the command goes in a file the guest reads (the host's root is its root): vng hands --exec to the guest on
     # the kernel's command line, base64-encoded, and x86 truncates that line at 2048 bytes; a guest tier's pytest
     # line with the images' mounts went past it and the guest's init hung, idle, without a word
-    script = _command_file(guest_name(name), guest_command(argv, env, disks))
-    commands.note(["install", "-m", "600", "/dev/stdin", str(script)], "put", input=script.read_text())  # replayable
+    command = guest_command(argv, env, disks)
+    script = _command_file(guest_name(name), command)
+    commands.note(["install", "-m", "600", "/dev/stdin", str(script)], "put", input=command)  # replayable by hand
     deadline = time.monotonic() + timeout
     pending, proc = b"", None
     try:
@@ -301,10 +302,10 @@ def stop_stray_guests(prefix: str = "ccrig-", keep: Callable[[str], bool] = lamb
             continue
         stop_pids([pid], grace=5)
         said.append(f"stopped guest {name} (qemu pid {pid})")
-    # the command file of a guest whose run was killed outright (run_in_guest removes its own)
-    running = {name for _, name in stray_guests(prefix)}
+    # the command files of guests whose runs were killed outright (run_in_guest removes its own); every guest
+    # not kept was stopped above
     for path in (cache_dir() / "vm-commands").glob(f"{prefix}*.sh"):
-        if path.name.rsplit("-", 1)[0] not in running and not keep(path.name.rsplit("-", 1)[0]):
+        if not keep(path.name.rsplit("-", 1)[0]):
             path.unlink(missing_ok=True)
     return said
 

@@ -17,7 +17,6 @@ tree over 9p as before, slower, and says so.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shlex
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from ccrig.commands import Commands
 from ccrig.errors import RunError
-from ccrig.machine import cache_dir
+from ccrig.machine import cache_dir, cache_lock
 
 SLACK = 1.15              # of the files' blocks, for the file system's own (inode tables, directories)
 SPARE = 64 << 20          # bytes on top
@@ -72,13 +71,11 @@ def _survey(tree: Path) -> tuple[str, int, int]:
 def image(tree: Path, commands: Commands, folder: Path | None = None) -> Image:
     """The tree's image, built now if its content changed since the cached one (under a lock)."""
     folder = folder or cache_dir() / "vm-images"
-    folder.mkdir(parents=True, exist_ok=True)
     slug = hashlib.sha256(str(tree).encode()).hexdigest()[:8]
     digest, size, count = _survey(tree)
     label = f"ccpy{digest[:12]}"
     path = folder / f"{slug}-{digest[:12]}.img"
-    with open(folder / f".{slug}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with cache_lock(f".{slug}.lock", folder):
         if not path.exists():
             tmp = folder / f".{slug}.img.tmp"
             tmp.unlink(missing_ok=True)

@@ -16,11 +16,10 @@ the same time.
 """
 from __future__ import annotations
 
-import fcntl
 from pathlib import Path
 
 from ccrig.commands import Commands
-from ccrig.machine import cache_dir
+from ccrig.machine import cache_lock
 from ccrig.qdiscs import sojourn
 from ccrig.tcp_modules.kmod import MODULE
 from ccrig.tcp_modules.systems import HERE as TCP_MODULES, KMOD_DIR
@@ -44,9 +43,7 @@ def for_guest(kernel: Kernel, commands: Commands) -> list[str]:
     """Builds what the guest running kernel would otherwise build itself; returns what was built. What this
     machine cannot build (no headers for that kernel, no clang) is left to the guest, whose own preflight then
     names what is missing."""
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(cache_dir() / "prebuild.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes, also if this process dies
+    with cache_lock("prebuild.lock"):
         return _build(kernel, commands)
 
 
