@@ -246,7 +246,8 @@ def clean(prefix: str = typer.Option("ccrig-", help="remove only what carries th
           inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="also clean the experiment "
                                                    "hosts of this Ansible inventory over SSH")):
     """Remove everything ccrig may have left: namespaces (and their processes, veths and qdiscs),
-    congestion-control variants, stale Prometheus targets, SSH connections of hosts runs; with -i, on the
+    congestion-control variants, stale Prometheus targets, SSH connections of hosts runs, vm guests of killed
+    runs and their command files; with -i, on the
     inventory's hosts too: processes and directories of hosts runs, their congestion-control variants, the
     settings each run recorded in its undo.sh there (addresses, routes, qdiscs, MTU, offloads, forwarding,
     PAUSE), and any experiment addresses, routes and root qdiscs still on the mapped interfaces."""
