@@ -66,10 +66,15 @@ def _transfer(bed: NetnsTestbed, during=None) -> dict[str, int]:
     return {k: after[k] - before[k] for k in COUNTERS}
 
 
+def _sender_socket(bed: NetnsTestbed) -> dict[str, str]:
+    """The established sending socket's `ss -ti` fields (name -> value; empty before it is established)."""
+    out = bed.run("a", ["ss", "-tinH", "state", "established", "dst", f"{bed.address('b')}:{PORT}"]).stdout
+    return dict(w.split(":", 1) for w in out.split() if ":" in w and not w[0].isdigit())
+
+
 def _backoff(bed: NetnsTestbed) -> tuple[int, float]:
     """The sending socket's timer backoff and RTO (ms) as `ss -ti` shows them (backoff 0 when ss omits it)."""
-    out = bed.run("a", ["ss", "-tinH", "dst", f"{bed.address('b')}:{PORT}"]).stdout
-    words = dict(w.split(":", 1) for w in out.split() if w.startswith(("backoff:", "rto:")))
+    words = _sender_socket(bed)
     return int(words.get("backoff", 0)), float(words.get("rto", "nan"))
 
 
@@ -101,21 +106,27 @@ def test_generic_leaves_losses_to_the_backed_off_timer(lossy_pair):
     # this machine's 6.18 enters SACK recovery with tcp_recovery = 0 too (measured: 67 timeouts, 1311 SACK
     # recoveries in 4 s at 3 % loss), so which losses the timer alone recovers is the guest's 6.1 to show
     assert generic["TcpExtTCPLossProbes"] == 0, generic
-    assert generic["TcpExtTCPTimeouts"] >= max(20, 3 * linux["TcpExtTCPTimeouts"]), (linux, generic)
+    # (no ratio to Linux's: on a busy machine Linux's own timeouts rise with the scheduling delays; CI saw 16 and 44)
+    assert generic["TcpExtTCPTimeouts"] >= 20 and generic["TcpExtTCPTimeouts"] > linux["TcpExtTCPTimeouts"], \
+        (linux, generic)
 
-    # and the timer backs off: with everything dropped for a second, each timeout doubles the next (20, 40, 80,
-    # 160, 320 ms: five within the second), as the paper's Generic G2 of scenario 5 backed off
+    # and the timer backs off: with everything dropped, each timeout doubles the next (20, 40, 80, 160, 320 ms:
+    # five within a second), as the paper's Generic G2 of scenario 5 backed off
     seen = []
 
     def blackout():
-        time.sleep(1.0)
+        # the blackout starts once the connection has carried data (its RTO then comes from RTT samples): a fixed
+        # second after the sender's start met, on a busy machine, a socket not yet established (backoff 0, rto
+        # 1000 ms, the initial timer). It lasts until the third backoff or 3 s, inside the sender's 4 s of data.
+        deadline = time.monotonic() + 30
+        while int(_sender_socket(bed).get("bytes_acked", 0)) < 20_000:
+            assert time.monotonic() < deadline, "the sender's connection carried no data in 30 s"
+            time.sleep(0.05)
         drop.set_loss(1.0)
-        # the socket as ss shows it through the second, its deepest backoff kept: one look at the end alone read
-        # backoff 0 and rto 1000 ms once in five runs here (why: not found)
-        end, looks = time.monotonic() + 1.0, []
-        while time.monotonic() < end:
+        end, looks = time.monotonic() + 3.0, []
+        while time.monotonic() < end and max(looks, default=(0, 0))[0] < 3:
             looks.append(_backoff(bed))
-            time.sleep(0.1)
+            time.sleep(0.05)
         seen.append(max(looks))
         drop.set_loss(0.03)
     _transfer(bed, blackout)
