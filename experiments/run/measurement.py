@@ -155,7 +155,7 @@ class Measurement:
         rows = []
         # T_max shared among the flows active in [a, b] only, over the links as they were then
         for f, fs in zip(self.flows, self.capacity.shares(self.spans, a, b)):
-            snd = FlowSeries(self.sampler_of[f.sender_key].snapshot(f.sender_key))
+            snd = FlowSeries(self.sampler_of[f.sender_key].window(f.sender_key, a, b))
             row = f.workload.interval(snd, a, b, fs or t_max)   # a UDP kind's own rows
             row.update(active=fs is not None, fair_share_bps=fs)
             rows.append(row)
