@@ -156,11 +156,20 @@ def max_min(paths: Sequence[Sequence], capacity: dict, on: Sequence[bool]) -> li
 def network_capacity(paths: Sequence[Sequence], capacity: dict) -> float:
     """The most payload per second the flows together can carry over the constrained links they cross: the linear
     program max sum(x) subject to, on each link, the sum of its flows' x <= its capacity (x >= 0). A parking lot
-    of N hops carries N links' worth with its long flows idle, which a max-min allocation does not reach."""
-    from scipy.optimize import linprog   # lazy: only topologies with several bottlenecks ask
+    of N hops carries N links' worth with its long flows idle, which a max-min allocation does not reach.
+    Without the program when a link every flow crosses is the least of all the links they cross: the flows
+    together carry no more than it, and one flow alone carries that much (a tandem, a dumbbell with its access
+    links)."""
     links = sorted(capacity)
     if not paths or not links:
         return 0.0
+    crossed = [[l for l in p if l in capacity] for p in paths]
+    if all(crossed):
+        least = min(capacity[l] for p in crossed for l in p)
+        if any(capacity[l] == least for l in set(crossed[0]).intersection(*crossed[1:])):
+            return float(least)
+    # lazy: scipy.optimize takes 0.8 s to import here and over a minute in a TCG guest
+    from scipy.optimize import linprog
     a = [[1.0 if l in p else 0.0 for p in paths] for l in links]
     res = linprog([-1.0] * len(paths), A_ub=a, b_ub=[capacity[l] for l in links], bounds=(0, None), method="highs")
     return float(-res.fun) if res.success else float(sum(capacity.values()))

@@ -54,3 +54,25 @@ def test_bad_parking_lots_are_named(field, value, said):
            "topology": {"name": "parking_lot", "link": {"rate": "10mbit", "buffer": "50pkt"}, field: value}}
     with pytest.raises(InputError, match=said):
         specmod.validate(raw, "spec.yaml")
+
+
+def test_network_capacity_without_the_program_is_the_programs_answer():
+    """Where a link every flow crosses is the least of the links they cross, network_capacity answers without
+    the linear program (scipy.optimize's import costs a TCG guest over a minute): the same as the program's."""
+    import random
+    from scipy.optimize import linprog
+    rng = random.Random(3)
+    shortcut = 0
+    for _ in range(400):
+        links = [f"h{i}" for i in range(rng.randint(1, 5))]
+        cap = {l: float(rng.choice([0, 3, 5, 9, 9, 12])) for l in links}
+        common = rng.sample(links, rng.randint(0, len(links)))
+        paths = [sorted(set(common) | set(rng.sample(links, rng.randint(0 if common else 1, len(links)))))
+                 for _ in range(rng.randint(1, 4))]
+        a = [[1.0 if l in p else 0.0 for p in paths] for l in sorted(cap)]
+        res = linprog([-1.0] * len(paths), A_ub=a, b_ub=[cap[l] for l in sorted(cap)], bounds=(0, None),
+                      method="highs")
+        assert network_capacity(paths, cap) == pytest.approx(-res.fun, abs=1e-9), (paths, cap)
+        least = min(cap[l] for p in paths for l in p)
+        shortcut += any(cap[l] == least for l in set(paths[0]).intersection(*paths[1:]))
+    assert 50 < shortcut < 390   # both ways were taken
