@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from bisect import bisect_right
+from operator import itemgetter
 from pathlib import Path
 
 from ccrig import fanout
@@ -110,8 +111,8 @@ class FlowSampler:
         second each) spent 16 s an interval on it, and the longer the setup the more."""
         with self.lock:
             got = self.samples[key]
-            lo = max(0, bisect_right(got, a + self.t0, key=_time) - 1)
-            hi = bisect_right(got, b + self.t0, key=_time) + 1
+            lo = max(0, bisect_right(got, a + self.t0, key=itemgetter(0)) - 1)
+            hi = bisect_right(got, b + self.t0, key=itemgetter(0)) + 1
             return [(t - self.t0, f) for t, f in got[lo:hi]]
 
     def latest_time(self) -> float | None:
@@ -129,10 +130,6 @@ class FlowSampler:
         stop_group(self.proc)
         self.thread.join(timeout=60)   # the rest of its file: read whole, however busy the machine
         self.out.close()
-
-
-def _time(sample: tuple[float, dict]) -> float:
-    return sample[0]
 
 
 READ_BEHIND = 8 << 20   # bytes read before their room is given back (30 flows write about 1 MB a second)
