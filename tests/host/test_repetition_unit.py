@@ -67,5 +67,7 @@ def test_a_rotated_repetition_puts_each_flow_on_the_next_pair_and_counts_its_los
     assert [(f["sender"], f["receiver"]) for f in entry["flows"]] == [("s2", "d2"), ("s1", "d1")]
     for f in entry["flows"]:   # the counts Eq. 5 reads: what the flow sent and lost over its measured intervals
         sent, lost = f["counts"]["segs_sent"], f["counts"]["segs_lost"]
-        assert 0 < lost < sent and sent > 1000, f["counts"]
+        # sent > 300: each flow's share of 10 Mbit/s over the measured seconds is about 1600 segments idle, and on
+        # a loaded machine one read 830 (CI, 2026-11-28); the floor only says the flow ran
+        assert 0 < lost < sent and sent > 300, f["counts"]
     assert leftovers(os.getpid()) == []
