@@ -2,10 +2,12 @@
 Poisson sources over a 3-hop tandem, 6 s of traffic in 2 s intervals) run by `ccrig run` in one boot, testbed
 netns inside the guest. From the run's own commands.log (seconds since the run began): when the first flow
 started (Python's start, set-up and everything before the traffic), how far apart the queues' readings at the
-interval boundaries fell (the interval's work: 2 s when it keeps up), and when the namespaces were deleted; and
-the run's and the session's wall time. Under TCG these are what a study's guest spends per spec."""
+interval boundaries fell (the interval's work: 2 s when it keeps up), and when the namespaces were deleted; the
+run's and the session's wall time, and how many repetitions ran again. Under TCG these are what a study's guest
+spends per spec."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -62,8 +64,10 @@ def run() -> dict:
         logs = sorted(folder.glob("runs/*/commands.log"))
         if status != 0 or not done or done[0][2] != "0" or not logs:
             raise RuntimeError(f"the guest's run failed (status {status}): {''.join(lines)[-2000:]}")
+        # a spoiled repetition runs again in the same run: its readings follow the first attempt's
+        reruns = len(json.loads((logs[0].parent / "summary.json").read_text()).get("reruns", []))
         return {"kernel": kernel.release, "accel": mode, "spec": f"keshav/{SPEC} (quick point, netns in the guest)",
-                "run_s": float(done[0][1]), "session_s": round(session, 1), **_phases(logs[0]),
+                "run_s": float(done[0][1]), "session_s": round(session, 1), "reruns": reruns, **_phases(logs[0]),
                 "cpus": vm.CPUS, "memory": vm.MEMORY}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
