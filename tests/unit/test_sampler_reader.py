@@ -1,8 +1,11 @@
 """The sampler's reader: every line the sampler wrote is read, however late the reader runs, and the file it
 writes to gives its room back as it is read (experiments/run/collectors.py)."""
 import os
+import random
 import sys
+import threading
 
+from ccrig.analysis.intervals import FlowSeries
 from ccrig.commands import Commands
 from ccrig.experiments.run import collectors
 
@@ -37,11 +40,9 @@ def test_an_intervals_window_reads_as_every_sample_does():
     """An interval reads its counters from the samples around it (FlowSampler.window), not from every sample since
     the sampler started: the same deltas, means and minima at any boundaries, before the first sample and after
     the last included."""
-    import random
-    from ccrig.analysis.intervals import FlowSeries
     rng = random.Random(7)
     s = collectors.FlowSampler.__new__(collectors.FlowSampler)
-    s.t0, s.lock = 1000.0, __import__("threading").Lock()
+    s.t0, s.lock = 1000.0, threading.Lock()
     t, acked, rows = 1000.5, 0, []
     for _ in range(400):   # irregular polls, some late, some at the same instant
         t += rng.choice([0.0, 0.02, 0.02, 0.05, 0.7])
