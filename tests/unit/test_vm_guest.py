@@ -1,6 +1,7 @@
 """The vm testbed's pure parts: kernel naming and ordering, the vng command line, the spec's `vm:` section."""
 from __future__ import annotations
 
+import json
 import shlex
 import struct
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from ccrig import machine
 from ccrig.errors import InputError
 from ccrig.topologies.testbeds import vm
 
@@ -68,6 +70,20 @@ def test_guest_command_finds_this_environment():
     assert f"PATH={vm.VENV_BIN}:{vm.GUEST_PATH}" in words
     assert "X=1" in words and "PYTHONDONTWRITEBYTECODE=1" in words
     assert words[-3:] == ["ccrig", "run", "a spec.yaml"]
+
+
+def test_the_guest_is_handed_the_checkouts_revision_and_reads_it_back(monkeypatch):
+    here = machine.git_revision()
+    words = shlex.split(vm.guest_command(["true"]))
+    handed = [w.split("=", 1)[1] for w in words if w.startswith(machine.GIT_ENV + "=")]
+    assert len(handed) == 1 and json.loads(handed[0]) == here
+    # in the guest: the handed answer, not git's (this one is no revision of any checkout)
+    monkeypatch.setenv(machine.GIT_ENV, json.dumps({"commit": "0" * 40, "dirty": True}))
+    machine.git_revision.cache_clear()
+    try:
+        assert machine.git_revision() == {"commit": "0" * 40, "dirty": True}
+    finally:
+        machine.git_revision.cache_clear()
 
 
 def test_forced_accel(monkeypatch):

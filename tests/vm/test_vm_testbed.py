@@ -11,6 +11,7 @@ import json
 import pytest
 import yaml
 
+from ccrig import machine
 from ccrig.experiments.telemetry.backfill import LOG_NAME
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer, query
 from ccrig.topologies.testbeds import vm
@@ -62,6 +63,7 @@ def test_spec_needing_netem_and_red_runs_in_the_guest(tmp_path, capsys):
         assert env["kernel"]["release"] == kernel.release          # written inside the guest
         assert env["vm"]["kernel"]["config_sha256"] == kernel.config_sha256()
         assert env["vm"]["virtualisation"] in ("kvm", "tcg")
+        assert env["git"] == machine.git_revision()               # handed in by the host, not read over 9p
         realised = {link: e["realised_by"] for link, e in env["links"]["0"]["loss"].items()}
         assert realised and all(r.startswith("bpf") for r in realised.values()), realised
         summary = json.loads((run_dir / "summary.json").read_text())
