@@ -16,6 +16,11 @@ from support.interrupt import default_sigint
 
 pytestmark = pytest.mark.timeout(90)
 
+# s: the bound a busy 2-core machine keeps (seen in CI: 10.1 s in the measurement phase, the host tier's three
+# workers beside a TCG guest); the goal of 5 s lives in `make bench` (bench_scale: SIGINT in a 100-flow set-up).
+# SIGTERM and a repeated Ctrl-C are held to it too. A run that hangs on a signal meets communicate's 30 s instead.
+SIGINT_BOUND = 20
+
 
 def _ns_pids(pid: int) -> list[int]:
     """The processes inside the namespaces of the ccrig run with this pid."""
@@ -167,7 +172,7 @@ def test_sigterm_tears_down_as_sigint_does(ccrig):
     assert "interrupted (SIGTERM)" in err and "everything was torn down" in err, err
     assert leftovers(p.pid) == [] and not [k for k in kids if _cmdline(k)], took
     assert json.loads((ccrig.run_dirs()[0] / "summary.json").read_text())["complete"] is False
-    assert took < 10, took
+    assert took < SIGINT_BOUND, took
 
 
 def _available_ccs() -> set[str]:
@@ -209,12 +214,6 @@ def _phase_reached(ccrig, p, phase: str) -> bool:
     if _intervals(ccrig) < 3 * (FLOWS + 1):
         return False
     return not any("/sampler" in _cmdline(k) for k in _children(p.pid)) and bool(leftovers(p.pid))
-
-
-# s: the bound a busy 2-core machine keeps (seen in CI: 10.1 s in the measurement phase, the host tier's three
-# workers beside a TCG guest); the goal of 5 s lives in `make bench` (bench_scale: SIGINT in a 100-flow set-up).
-# A run that hangs on SIGINT meets communicate's 30 s instead.
-SIGINT_BOUND = 20
 
 
 @pytest.mark.parametrize("phase", ["set-up", "sampler start", "measurement", "teardown"])
@@ -280,4 +279,4 @@ def test_ctrl_c_again_during_teardown_says_what_remains_and_still_cleans(ccrig):
     said = [line for line in err.splitlines() if line.startswith("ccrig: still cleaning up")]
     assert said and "Traceback" not in err, err
     assert leftovers(p.pid) == [] and not [k for k in kids if _cmdline(k)]
-    assert took < 5, took
+    assert took < SIGINT_BOUND, took

@@ -58,7 +58,7 @@ def test_sigterm_stops_every_pair_and_leaves_nothing(ccrig):
     t = time.monotonic()
     out, err = p.communicate(timeout=60)
     assert p.returncode == 143, err
-    assert time.monotonic() - t < 15
+    assert time.monotonic() - t < 20   # test_faults' SIGINT_BOUND: a busy 2-core machine's, not the goal
     assert "Traceback" not in err
     assert leftovers(p.pid) == []
     assert not [n for n in os.listdir("/run/netns") if n.startswith(f"ccrig-{p.pid}-")]
