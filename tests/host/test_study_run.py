@@ -125,12 +125,18 @@ def test_quick_runs_one_point_and_judges_what_it_can(tmp_path):
     state = json.loads((study_dir / "study.json").read_text())
     summary = json.loads((_run_dir(state, "sweep", study_dir) / "summary.json").read_text())
     assert len(summary["points"]) == 1 and summary["intervals"] == 3
-    verdicts = {c["id"]: c["verdict"] for c in json.loads((study_dir / "claims.json").read_text())["claims"]}
+    claims = {c["id"]: c for c in json.loads((study_dir / "claims.json").read_text())["claims"]}
+    verdicts = {k: c["verdict"] for k, c in claims.items()}
     assert verdicts["queue-delay"] == "not-applicable"     # one point: no trend to see
     assert verdicts["fair"] == "not-applicable"            # the 100-packet point was not run
     # one repetition has no interval: what can be read is undecided, never judged on its mean
     assert set(verdicts.values()) <= {"undecided", "not-applicable"}
-    assert verdicts["alone-uses-the-link"] == "undecided"
+    # or, when a busy machine spoiled that one repetition (CI, 2026-11-28: testbed-limited, the bottleneck
+    # dequeued 0.86 of its rate beside a TCG guest), not applicable, saying which repetition was left out and why
+    alone = claims["alone-uses-the-link"]
+    assert alone["verdict"] == "undecided" or (
+        alone["verdict"] == "not-applicable" and "no usable repetition" in alone["basis"]
+        and [(e["point"], e["rep"]) for e in alone["excluded"]] == [("one#0", 0)]), alone
     assert "quick mode" in (study_dir / "claims.md").read_text()
 
 
