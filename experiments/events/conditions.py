@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ccrig.commands import Commands
 from ccrig.samples import Sample
+from ccrig.threads import Thread
 from ccrig.topologies import loss
 from ccrig.topologies.loss.program import attach_all
 from ccrig.topologies.testbed import Testbed
@@ -38,7 +39,7 @@ class LinkConditions:
         self.state: LinkState | None = None
         self.log: EventLog | None = None
         # the events' clock (applied()) and what it has done
-        self.clock: threading.Thread | None = None
+        self.clock: Thread | None = None
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.done: list[Sample] = []
@@ -73,9 +74,7 @@ class LinkConditions:
         """Applies the steps on a thread of their own from t0, so an outage of 0.2 s lasts 0.2 s whatever the
         runner is busy with at an interval's boundary."""
         if self.clock is None and self.steps:
-            self.clock = threading.Thread(target=self._tick, args=(t0, labels), name="ccrig-link-events",
-                                          daemon=True)
-            self.clock.start()
+            self.clock = Thread(self._tick, (t0, labels), name="ccrig-link-events")
 
     def applied(self) -> list[Sample]:
         """The samples of the steps applied since the last call."""

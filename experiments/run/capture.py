@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ccrig.analysis import pcap
 from ccrig.errors import RunError, field_error
 from ccrig.procs import wait_for_line
+from ccrig.threads import Thread
 
 LINK = re.compile(r"^(bottleneck|[A-Za-z][A-Za-z0-9_]*-[A-Za-z][A-Za-z0-9_]*)$")
 WATCH_PERIOD = 0.05   # how often the cap is checked: the overshoot is at most this long of capture
@@ -71,7 +72,7 @@ class Capture:
         self.capped_at: float | None = None
         self.t0 = 0.0
         self._stop = threading.Event()
-        self._watcher: threading.Thread | None = None
+        self._watcher: Thread | None = None
 
     def start(self, timeout: float = 30) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -90,8 +91,7 @@ class Capture:
             if "listening on" not in line:
                 self.stop()
                 raise RunError(f"capture on {node} {dev} ({name}) did not start: {line or 'no message'}")
-        self._watcher = threading.Thread(target=self._watch, daemon=True)
-        self._watcher.start()
+        self._watcher = Thread(self._watch, name="ccrig-capture-watch")
 
     def _size(self) -> int:
         return sum(p.stat().st_size for *_, p, _ in self.procs if p.exists())

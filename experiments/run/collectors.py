@@ -25,6 +25,7 @@ from ccrig.errors import RunError
 from ccrig.machine import cache_dir
 from ccrig.procs import stop_group
 from ccrig.tail import Tail
+from ccrig.threads import Thread
 from ccrig.qdiscs.stats import parse, parse_classes
 from ccrig.topologies.testbed import Testbed
 from ccrig.experiments import nodes
@@ -59,8 +60,7 @@ class FlowSampler:
         self.sched: str | None = None   # the priority it got (sampler.c: prioritise)
         self.cpu: list[tuple[float, float]] = []
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
+        self.thread = Thread(self._read, name=f"ccrig-sampler-{node}")
 
     def _read(self) -> None:
         tail = Tail(self.out.fileno(), b"\n", free_every=READ_BEHIND)
@@ -129,7 +129,8 @@ class FlowSampler:
     def stop(self) -> None:
         stop_group(self.proc)
         self.thread.join(timeout=60)   # the rest of its file: read whole, however busy the machine
-        self.out.close()
+        if self.thread.ended.is_set():   # else it still reads the file: it goes when the thread and this do
+            self.out.close()
 
 
 READ_BEHIND = 8 << 20   # bytes read before their room is given back (30 flows write about 1 MB a second)
@@ -235,8 +236,7 @@ class ReceiverLog(FlowSampler):
         self.samples = {k: [] for k in keys}
         self.lock = threading.Lock()
         self._stopped = threading.Event()
-        self.thread = threading.Thread(target=self._follow, daemon=True)
-        self.thread.start()
+        self.thread = Thread(self._follow, name=f"ccrig-receiver-log-{node}")
 
     def _follow(self) -> None:
         with open(self.path, "rb") as f:

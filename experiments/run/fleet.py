@@ -43,6 +43,7 @@ from ccrig.experiments.provision.playbooks import ANSIBLE_DIR, Inventory, play  
 from ccrig.experiments.run import signals
 from ccrig.experiments.run.engine import ALONE
 from ccrig.experiments.telemetry.backfill import LOG_NAME, read_samples
+from ccrig.threads import Thread
 
 GROUP = "fleet"          # the inventory group whose hosts are members
 FLEET_ENV = "CCRIG_FLEET"   # the inventory `--fleet` names, for every run of the process (a study's specs)
@@ -234,16 +235,14 @@ class Fleet:
         spec.write_text(yaml.safe_dump(raw, sort_keys=False))
         waiting = deque((p, False) for p in pairs)
         done: queue.Queue = queue.Queue()
-        busy: dict[str, threading.Thread] = {}
+        busy: dict[str, Thread] = {}
         try:
             while waiting or busy:
                 for m in self.members.values():
                     if waiting and m.name not in busy and m.name not in {x["member"] for x in self.lost}:
                         batch, alone = self._take(waiting, m)
-                        t = threading.Thread(target=self._batch, args=(m, batch, alone, spec, duration, done),
-                                             name=f"fleet-{m.name}", daemon=True)
-                        busy[m.name] = t
-                        t.start()
+                        busy[m.name] = Thread(self._batch, (m, batch, alone, spec, duration, done),
+                                              name=f"fleet-{m.name}")
                 if not busy:
                     raise RunError("--fleet: every member was lost (" + "; ".join(
                         f"{x['member']} at {x['at']}: {x['why']}" for x in self.lost) + f"); {len(waiting)} "

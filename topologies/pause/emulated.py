@@ -28,6 +28,7 @@ from ccrig.commands import Commands, Local, Node
 from ccrig.errors import RunError
 from ccrig.procs import stop_group
 from ccrig.samples import Sample
+from ccrig.threads import Thread
 from . import agent
 from .agent.config import EmulatedPauseConfig
 
@@ -127,7 +128,7 @@ class EmulatedPause:
         self.agent: subprocess.Popen | None = None
         self._stats = PauseStats()
         self._lock = threading.Lock()
-        self._readers: list[threading.Thread] = []
+        self._readers: list[Thread] = []
         self._ready = threading.Event()
         self._agent_ready = threading.Event()
         self._agent_port: int | None = None
@@ -176,8 +177,7 @@ class EmulatedPause:
 
     def _follow(self, proc: subprocess.Popen, name: str, ready: threading.Event) -> None:
         """Reads proc's messages in a thread; ready is set when it is, or when it ended without being so."""
-        t = threading.Thread(target=self._read, args=(proc, ready), name=name, daemon=True)
-        t.start()
+        t = Thread(self._read, (proc, ready), name=name)
         self._readers.append(t)
 
     def stop(self) -> PauseStats:
