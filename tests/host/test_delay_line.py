@@ -1,5 +1,5 @@
 """The delay line (topologies/delayline) on this kernel, which has no sch_netem: the RTT that ping and TCP measure is
-the configured one within 0.2 ms, four lines side by side as one alone; frames leave in order; a killed run's lines
+the configured one within 0.2 ms (TCP's minimum; ping's median within 0.5 ms), four lines side by side as one alone; frames leave in order; a killed run's lines
 are found and removed by `ccrig clean`; Ctrl-C leaves nothing; a flow's handshake sees the path, not ARP across it."""
 import contextlib
 import csv
@@ -24,6 +24,9 @@ from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed, namespaces
 
 TOL_S = 0.2e-3
+# ping's median also holds the machine's time to answer and take an echo: idle it reads 40.2 ms (ping prints 0.1 ms,
+# truncated), in CI beside a TCG guest 40.3 (2026-11-28, both rates) while TCP's minimum read 40.00-40.07
+PING_TOL_S = 0.5e-3
 EPS = 1e-9
 RTT_S = 0.04
 PREFIX = f"ccdl-{os.getpid()}"
@@ -102,11 +105,11 @@ def test_ping_and_tcp_see_the_configured_rtt_alone_and_four_side_by_side(rate, b
             t.start()
         for t in threads:
             t.join(timeout=120)
-    # EPS: ping's 40.2 ms parses to 0.04020000000000001 s, a hair past the bound it meets
+    # EPS: ping's 40.2 ms parses to 0.04020000000000001 s, a hair past a bound it meets
     for r in [alone, *results]:
-        assert RTT_S <= r["ping"] <= RTT_S + TOL_S + EPS, (alone, results)
+        assert RTT_S <= r["ping"] <= RTT_S + PING_TOL_S + EPS, (alone, results)
         assert RTT_S - TOL_S <= r["tcp"] <= RTT_S + transmission + TOL_S + EPS, (alone, results)
-        assert abs(r["ping"] - alone["ping"]) <= TOL_S + EPS
+        assert abs(r["ping"] - alone["ping"]) <= PING_TOL_S + EPS
     assert not namespaces(f"{PREFIX}-"), "a line's namespace was left"
 
 
