@@ -1,6 +1,7 @@
-"""The delay line (topologies/delayline) on this kernel, which has no sch_netem: the RTT that ping and TCP measure is
-the configured one within 0.2 ms (TCP's minimum; ping's median within 0.5 ms), four lines side by side as one alone; frames leave in order; a killed run's lines
-are found and removed by `ccrig clean`; Ctrl-C leaves nothing; a flow's handshake sees the path, not ARP across it."""
+"""The delay line (topologies/delayline) on this kernel, which has no sch_netem: the RTT that TCP measures (its
+minimum) is the configured one within 0.2 ms and ping's median within 0.5 ms, four lines side by side as one alone;
+frames leave in order; a killed run's lines are found and removed by `ccrig clean`; Ctrl-C leaves nothing; a flow's
+handshake sees the path, not ARP across it."""
 import contextlib
 import csv
 import json
