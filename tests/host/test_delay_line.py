@@ -116,7 +116,7 @@ def test_ping_and_tcp_see_the_configured_rtt_alone_and_four_side_by_side(rate, b
 
 RECEIVE = """
 import json, socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 7001)); s.settimeout(2.0)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 7001)); s.settimeout(60)
 # room for the whole burst (as root, past rmem_max): a receiver slowed by a busy machine otherwise overflows the
 # default ~200 KB and the kernel drops frames the line delivered (2755 of 3000 in one CI run)
 s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)   # SO_RCVBUFFORCE
@@ -124,6 +124,7 @@ print("ready", flush=True); seen = []
 try:
     while True:
         seen.append(int.from_bytes(s.recv(2048)[:4], "big"))
+        s.settimeout(2.0)   # the first frame awaited 60 s (a ping and a start come first); then 2 s of silence
 except socket.timeout:
     pass
 print(json.dumps(seen), flush=True)
