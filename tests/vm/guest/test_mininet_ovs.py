@@ -79,7 +79,12 @@ def _run(tmp_path: Path, testbed: str, *extra: str) -> tuple[Path, dict]:
     p = subprocess.run([*CCRIG, "run", str(spec), "--out", str(out), "--no-progress", "--prometheus", "off",
                         "--set", f"testbed={testbed}", "--set", "topology.rtt=20ms",
                         "--set", "flows=[{count: 2, cc: cubic}]", "--set", "duration=10s",
-                        "--set", "repetitions=1", *extra],   # the default spec's four: four times the TCG time
+                        "--set", "repetitions=1",   # the default spec's four: four times the TCG time
+                        # no reruns: under TCG the fidelity monitor spoils every attempt (min RTT 21.6-23.6 ms
+                        # against 21.4 allowed, goodput 0.78 of T_max: the emulated CPU), and the two reruns alone
+                        # tripled this test's time (316 s of the guest tier's 892); the spoiled attempt is kept
+                        # as the pair's record, which is all the mechanics asserted here need
+                        "--reruns", "0", *extra],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     run = next(out.iterdir())
