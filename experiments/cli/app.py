@@ -94,12 +94,6 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
 
 def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progress, json_out, resume=None,
          sigma=None, jobs: int | str = 1, fleet=None, pairs=None, prefix=None, reruns=None) -> None:
-    from ccrig.experiments.run.runner import Options, Runner, run_prefix  # lazy: numpy and scipy
-    from ccrig.experiments.run.engine import parse_jobs  # lazy: numpy and scipy
-    from ccrig.experiments.run.fleet import parse_pairs, use_fleet  # lazy: the runner's
-    jobs = parse_jobs(str(jobs))
-    use_fleet(fleet)
-    pairs = parse_pairs(pairs) if pairs is not None else None
     if kernel is not None:
         set_ = [*set_, f"vm.kernel={kernel}"]
     if sigma is not None:   # the level of ±sigma of a normal, as the spec's `ci`
@@ -112,6 +106,13 @@ def _run(spec, set_, out, prometheus, prometheus_dir, inventory, kernel, progres
     raw, exp = specmod.load(spec, set_)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
+    # the runner's modules after the spec's check: a third of a refused spec's time
+    from ccrig.experiments.run.runner import Options, Runner, run_prefix  # lazy: numpy and scipy
+    from ccrig.experiments.run.engine import parse_jobs  # lazy: numpy and scipy
+    from ccrig.experiments.run.fleet import parse_pairs, use_fleet  # lazy: the runner's
+    jobs = parse_jobs(str(jobs))
+    use_fleet(fleet)
+    pairs = parse_pairs(pairs) if pairs is not None else None
     testbed = choose_testbed(spec, raw, exp)
     if testbeds.get(testbed).elsewhere and resume is not None:
         raise InputError(f"--resume: not on the {testbed} testbed (the run happens inside it); run the spec "

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from ccrig.commands import Commands
 from ccrig.machine import cache_lock
-from ccrig.qdiscs import sojourn
 from ccrig.tcp_modules.kmod import MODULE
 from ccrig.tcp_modules.systems import HERE as TCP_MODULES, KMOD_DIR
 from ...loss import program as loss_program
@@ -48,6 +47,8 @@ def for_guest(kernel: Kernel, commands: Commands) -> list[str]:
 
 
 def _build(kernel: Kernel, commands: Commands) -> list[str]:
+    # every testbed is imported with every `ccrig` command (kinds.available), one refused at once too
+    from ccrig.qdiscs import sojourn  # lazy: numpy
     built = []
     kdir = Path("/lib/modules") / kernel.release / "build"
     if (kdir / "Makefile").exists() and not modules_built_for(kernel.release, commands):
