@@ -9,7 +9,6 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CCRIG, ROOT, dumbbell, leftovers
-from support import wait
+from support import udp, wait
 from ccrig.commands import Commands
-from ccrig.procs import wait_for_line
 from ccrig.topologies import delayline
 from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed, namespaces
@@ -114,39 +112,17 @@ def test_ping_and_tcp_see_the_configured_rtt_alone_and_four_side_by_side(rate, b
     assert not namespaces(f"{PREFIX}-"), "a line's namespace was left"
 
 
-RECEIVE = """
-import json, socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 7001)); s.settimeout(60)
-# room for the whole burst (as root, past rmem_max): a receiver slowed by a busy machine otherwise overflows the
-# default ~200 KB and the kernel drops frames the line delivered (2755 of 3000 in one CI run)
-s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)   # SO_RCVBUFFORCE
-print("ready", flush=True); seen = []
-try:
-    while True:
-        seen.append(int.from_bytes(s.recv(2048)[:4], "big"))
-        s.settimeout(2.0)   # the first frame awaited 60 s (a ping and a start come first); then 2 s of silence
-except socket.timeout:
-    pass
-print(json.dumps(seen), flush=True)
-"""
-SEND = """
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for i in range(int(sys.argv[2])):
-    s.sendto(i.to_bytes(4, "big") + bytes(996), (sys.argv[1], 7001))
-"""
+PORT = 7001
 
 
 def test_frames_leave_in_order_and_each_is_held_its_delay():
     n = 3000
     with lined("order", "100mbit", buffer="5000pkt") as bed:
-        rx = bed.popen("d1", [sys.executable, "-c", RECEIVE, bed.address("d1")], stdout=subprocess.PIPE)
-        assert wait_for_line(rx, rx.stdout, "ready", 30) == "ready"
+        rx = udp.receive(bed, "d1", PORT)
         # every hop's neighbour resolved first: a burst into an unresolved neighbour is mostly dropped by the kernel
         bed.run("s1", ["ping", "-n", "-c", "1", "-W", "5", bed.address("d1")], timeout=30)
-        bed.run("s1", [sys.executable, "-c", SEND, bed.address("d1"), str(n)], timeout=60)
-        seen = json.loads(rx.stdout.readline())
-        rx.wait(timeout=30)
+        udp.send(bed, "s1", bed.address("d1"), PORT, n, 1000)
+        seen = udp.received(rx)
         stats = bed.stop_lines()
     assert len(seen) >= 0.95 * n, len(seen)   # a sender in a tight loop may overrun its own socket
     assert seen == sorted(seen), "frames were reordered"

@@ -12,36 +12,18 @@ from conftest import ROOT, dumbbell, leftovers
 
 from ccrig.topologies.loss import program
 from ccrig.topologies.testbeds.netns import NetnsTestbed
+from support import udp
 
 PACKETS = 25000
 OVERDISPERSION = 1.25   # the drop count's spread over the binomial's, measured (below)
-# the first datagram is awaited for 60 s (a busy machine once took over 2 s to start the sender, and the receiver
-# counted 0 of the 24741 that passed, CI 2026-11-28); after it, 2 s of silence is the end
-RECEIVER = ("import socket, sys\n"
-            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-            "s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)\n"
-            "s.bind((sys.argv[1], 9000)); s.settimeout(60); n = 0\n"
-            "print('ready', flush=True)\n"
-            "while True:\n"
-            "    try:\n"
-            "        s.recv(2048); n += 1; s.settimeout(2)\n"
-            "    except socket.timeout:\n"
-            "        break\n"
-            "print(n)\n")
-SENDER = ("import socket, sys, time\n"
-          "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-          "for i in range(int(sys.argv[2])):\n"
-          "    s.sendto(b'x' * 100, (sys.argv[1], 9000))\n"
-          "    if i % 200 == 199: time.sleep(0.002)\n")
+PORT = 9000
 
 
 def _udp_through(bed: NetnsTestbed, n: int) -> int:
-    """Sends n UDP datagrams a -> b; returns how many b received (its own count)."""
-    rcv = bed.popen("b", ["python3", "-c", RECEIVER, bed.address("b")], stdout=subprocess.PIPE)
-    assert rcv.stdout.readline().strip() == b"ready"
-    bed.run("a", ["python3", "-c", SENDER, bed.address("b"), str(n)], timeout=60)
-    out, _ = rcv.communicate(timeout=30)
-    return int(out.split()[-1])
+    """Sends n UDP datagrams a -> b (100 bytes, a 2 ms pause every 200); returns how many b received."""
+    rx = udp.receive(bed, "b", PORT)
+    udp.send(bed, "a", bed.address("b"), PORT, n, 100, pause_every=200)
+    return len(udp.received(rx))
 
 
 def test_bpf_random_loss_is_binomial_and_counted(two_nodes):
