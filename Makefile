@@ -41,7 +41,7 @@ experiment: deps
 # the groups with the most tests first, and the vm tier's few, longest, last).
 TEST_WORKERS ?= 3
 test: deps
-	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests/vm tests/unit tests/host
+	$(PY) -m pytest -ra --durations=50 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests/vm tests/unit tests/host
 
 test-unit: deps-python
 	$(PY) -m pytest -ra tests/unit
