@@ -1,13 +1,25 @@
-"""The `ccrig` console script. The command line's libraries (pydantic, typer, numpy, the kinds' modules) take a
-second or more to import on a slow machine; a Ctrl-C then must end as one anywhere else does: one line, exit 130,
-no traceback. So the script's module imports nothing, and the command line is imported under the guard."""
+"""The `ccrig` console script. The command line's libraries (pydantic, typer, the kinds' modules) take a second or
+more to import on a slow machine; a Ctrl-C then must end as one anywhere else does: one line, exit 130, no
+traceback. So the script's module imports nothing, and the command line is imported under the guard."""
+import signal
 import sys
 
 
 def main() -> None:
+    # a Ctrl-C among the imports is noted, not raised: raised inside a library's compiled code it comes out as that
+    # library's error with a traceback (pydantic-core building a model's schema: "SchemaError: ... KeyboardInterrupt",
+    # CI 2026-11-28). A SIGINT the caller ignores (a background job) stays ignored.
+    interrupted = []
+    previous = signal.getsignal(signal.SIGINT)
+    guard = previous is not signal.SIG_IGN
+    if guard:
+        signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
     try:
         from ccrig.experiments.cli.app import main as cli_main  # lazy: the import is what the guard covers
-    except KeyboardInterrupt:
+    finally:
+        if guard:   # None: a handler not set from Python; Python's own is what the command line expects
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+    if interrupted:
         sys.stderr.write("ccrig: interrupted\n")
         sys.exit(130)
     cli_main()
