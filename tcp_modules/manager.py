@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ccrig.commands import Commands, Local
 from ccrig.errors import InputError, RunError
+from ccrig.machine import cache_lock
 from . import bpf
 from .bpf import BUILD, NAME_RE, generated_name, prefix_tag, struct_ops_maps
 from .kmod import MODULE, PARAM_INSTANCE, Modules
@@ -147,7 +148,9 @@ class CcManager:
         argv = ["make", "-C", str(HERE), what]
         if what == "modules":
             argv.append(f"KDIR={LocalSystem().kdir()}")
-        self.commands.run(argv, timeout=600)
+        # two runs started at once (two studies, two test workers) would each write make's shared .tmp files
+        with cache_lock(".make.lock", BUILD):
+            self.commands.run(argv, timeout=600)
 
     # teardown -----------------------------------------------------------------------------------------------
     def release(self) -> list[str]:

@@ -12,6 +12,7 @@ so nothing is pinned and nothing outlives the namespace (on a host: the undo jou
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -55,12 +56,17 @@ def build(commands: Commands) -> Path:
     if OBJECT.exists() and OBJECT.stat().st_mtime >= SOURCE.stat().st_mtime:
         return OBJECT
     BUILD.mkdir(exist_ok=True)
-    tmp = OBJECT.with_suffix(".tmp")
+    # a file of this process's own: pairs side by side are forked processes that build on first use together,
+    # and with one shared name one renamed it away under another's llvm-strip (a fresh clone's quick study)
+    tmp = OBJECT.with_suffix(f".{os.getpid()}.tmp")
     include = ["-I", str(ASM_INCLUDE)] if ASM_INCLUDE.is_dir() else []
-    commands.run(["clang", "-O2", "-g", "-target", "bpf", *include, "-c", str(SOURCE), "-o", str(tmp)])
-    # drop DWARF, keep BTF (tc's libbpf loader reads the map's definition from it)
-    commands.run(["llvm-strip", "-g", str(tmp)])
-    tmp.replace(OBJECT)
+    try:
+        commands.run(["clang", "-O2", "-g", "-target", "bpf", *include, "-c", str(SOURCE), "-o", str(tmp)])
+        # drop DWARF, keep BTF (tc's libbpf loader reads the map's definition from it)
+        commands.run(["llvm-strip", "-g", str(tmp)])
+        tmp.replace(OBJECT)   # atomic: whichever process renames last, the object is a whole one
+    finally:
+        tmp.unlink(missing_ok=True)
     return OBJECT
 
 
