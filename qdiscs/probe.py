@@ -68,30 +68,43 @@ def _try_all(node: Node, ns: str, loadable: bool, kinds: set[str] | None = None)
     def ok(argv):
         return node.run(argv, check=False).returncode == 0
 
-    inside = ["ip", "netns", "exec", ns]
+    tried = {kind: p for kind, p in probes().items() if kinds is None or kind in kinds}
     found = set()
     ok(["ip", "netns", "del", ns])  # left by a probe of this prefix that was killed
     try:
         # inside the try: a Ctrl-C that lands while `ip netns add` runs or just after it returned must still
         # delete what it made (outside, such a namespace was left behind)
         node.run(["ip", "netns", "add", ns])
-        for kind, (module, args) in probes().items():
-            if kinds is not None and kind not in kinds:
-                continue
-            if loadable and module:
-                ok(["modprobe", "-q", module])
-            argv = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", *args]
-            proc = node.run([*inside, *argv], check=False)
-            if proc.returncode == 0:
+        out = node.run(["sh", "-s"], input=_script(ns, tried, loadable), check=False).stdout
+        said = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+        for kind, (_, args) in tried.items():
+            if kind not in said:
+                raise RunError(f"probing {kind}: the probe's script ended before it (output: {out.strip()!r})")
+            if said[kind] == "":
                 found.add(kind)
-                ok([*inside, "tc", "qdisc", "del", "dev", "lo", "root"])
-            elif not _unknown_kind(proc.stderr):
+            elif not _unknown_kind(said[kind]):
                 # the kernel knows the kind but refused our parameters: a bug here, not a missing feature
-                raise RunError(f"probing {kind}: {shlex.join(argv)} failed: {proc.stderr.strip()}")
+                argv = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", *args]
+                raise RunError(f"probing {kind}: {shlex.join(argv)} failed: {said[kind].strip()}")
     finally:
         with _signals_held():
             ok(["ip", "netns", "del", ns])
     return found
+
+
+def _script(ns: str, tried: dict[str, tuple[str, list[str]]], loadable: bool) -> str:
+    """One shell for every discipline: each a line `KIND<tab>` (installed) or `KIND<tab>tc's error`. A process per
+    command took 8.6 s of a TCG guest's ccrig start (26 commands); a shell's are a third of that, and over SSH
+    one connection instead of 26."""
+    lines = []
+    for kind, (module, args) in tried.items():
+        if loadable and module:
+            lines.append(f"modprobe -q {shlex.quote(module)}")
+        add = shlex.join(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "handle", "1:", *args])
+        lines.append(f"if err=$({add} 2>&1); then tc -n {shlex.quote(ns)} qdisc del dev lo root >/dev/null 2>&1; "
+                     f"err=; else err=\"${{err:-exit $?}}\"; fi")
+        lines.append(f"printf '%s\\t%s\\n' {shlex.quote(kind)} \"$(printf %s \"$err\" | tr '\\n\\t' '  ')\"")
+    return "\n".join(lines) + "\n"
 
 
 @contextmanager

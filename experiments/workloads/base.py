@@ -7,6 +7,7 @@ receiver and client port 40001+i on its sender, whatever its kind, so the TCP_IN
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -58,6 +59,17 @@ class Workload(BaseModel):
     def opening(self, testbed: Testbed, flow: Flow) -> bool:
         """Whether the flow's TCP connection is still opening (SYN-SENT): its handshake meeting the path's loss."""
         return flow.client_port in local_ports(testbed, flow.sender, ["-t", "state", "syn-sent"])
+
+    def backing_off(self, testbed: Testbed, flow: Flow) -> str | None:
+        """What the kernel says of the flow's connection if it holds it in retransmission-timeout backoff (ss's
+        `backoff:N`: its retransmissions lost one after another, by the path or by a fault that stalled the
+        socket), e.g. "backoff 6, rto 64000 ms, 0 bytes acked"; None if it is not backing off."""
+        out = testbed.run(flow.sender, ["ss", "-Htni", "state", "established", "sport", "=", f":{flow.client_port}"],
+                          check=False).stdout
+        said = dict(re.findall(r"\b(backoff|rto|bytes_acked):([\d.]+)", out))
+        if "backoff" not in said:
+            return None
+        return f"backoff {said['backoff']}, rto {said.get('rto', '?')} ms, {said.get('bytes_acked', 0)} bytes acked"
 
     # --- measurement ---------------------------------------------------------------------------------
     def interval(self, series: FlowSeries, a: float, b: float, share: float) -> dict:

@@ -4,6 +4,7 @@ measurement: the program's counters and the receiver's count, the senders' 20 ms
 import csv
 import json
 import math
+import re
 import subprocess
 import time
 
@@ -138,3 +139,34 @@ def test_bad_input_is_one_line_exit_2_nothing_set_up(ccrig, field, value, named)
     line = err.strip()
     assert "\n" not in line and named in line, line
     assert not ccrig.run_dirs() and not leftovers(p.pid)
+
+
+def test_a_connection_whose_retransmissions_are_lost_is_seen_backing_off(two_nodes):
+    """The kernel's word for a flow the path stalls (Workload.backing_off): none while iperf3's data flows, then,
+    with every packet a -> b dropped, ss's backoff with TCP's own RTO and bytes acked."""
+    from types import SimpleNamespace
+    from ccrig.experiments.workloads.bulk import Bulk
+    from support.wait import listening, until
+    port, cport = 5301, 40301
+    flow = SimpleNamespace(sender="a", client_port=cport)
+    server = two_nodes.popen("b", ["iperf3", "--server", "--one-off", "--port", str(port)])
+    client = None
+    try:
+        listening(lambda argv: two_nodes.run("b", argv, check=False), port, 30)
+        client = two_nodes.popen("a", ["iperf3", "--client", two_nodes.address("b"), "--port", str(port),
+                                       "--cport", str(cport), "--time", "120"])
+        acked = lambda: two_nodes.run("a", ["ss", "-Htni", "sport", "=", f":{cport}"], check=False).stdout
+        until(lambda: "bytes_acked" in acked(), 30, "iperf3's data connection carrying data")
+        assert Bulk().backing_off(two_nodes, flow) is None
+        drop = program.LinkDropper(two_nodes, "a", "b", two_nodes.egress_device("a", "b"))
+        drop.attach(program.build(two_nodes.commands))
+        drop.set_loss(1.0)
+        said = until(lambda: Bulk().backing_off(two_nodes, flow), 60, "the connection backing off")
+        backoff, rto, acked_bytes = (float(w) for w in re.fullmatch(r"backoff (\d+), rto ([\d.]+) ms, (\d+) bytes "
+                                                                       r"acked", said).groups())
+        assert backoff >= 1 and rto >= 200 and acked_bytes > 0, said   # Linux's RTO floor; data had flowed
+    finally:
+        for p in (client, server):
+            if p is not None:
+                p.kill()
+                p.wait(10)

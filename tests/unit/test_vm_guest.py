@@ -86,6 +86,19 @@ def test_the_guest_is_handed_the_checkouts_revision_and_reads_it_back(monkeypatc
         machine.git_revision.cache_clear()
 
 
+def test_the_guest_is_handed_the_tools_versions_and_reads_them_back(monkeypatch):
+    here = machine.tool_versions()
+    words = shlex.split(vm.guest_command(["true"]))
+    handed = [w.split("=", 1)[1] for w in words if w.startswith(machine.TOOLS_ENV + "=")]
+    assert len(handed) == 1 and json.loads(handed[0]) == here
+    monkeypatch.setenv(machine.TOOLS_ENV, json.dumps({"iperf3": "iperf 0.0", "tc": None}))
+    machine.tool_versions.cache_clear()
+    try:
+        assert machine.tool_versions() == {"iperf3": "iperf 0.0", "tc": None}   # handed, no tool asked
+    finally:
+        machine.tool_versions.cache_clear()
+
+
 def test_forced_accel(monkeypatch):
     monkeypatch.setenv("CCRIG_VM_ACCEL", "tcg")
     assert vm.accel_mode(vm.Kernel(Path("/nonexistent"), "x")) == "tcg"

@@ -64,6 +64,7 @@ def test_spec_needing_netem_and_red_runs_in_the_guest(tmp_path, capsys):
         assert env["vm"]["kernel"]["config_sha256"] == kernel.config_sha256()
         assert env["vm"]["virtualisation"] in ("kvm", "tcg")
         assert env["git"] == machine.git_revision()               # handed in by the host, not read over 9p
+        assert env["tools"] == machine.tool_versions() and env["tools"]["tc"]   # the host's files, read by the host
         realised = {link: e["realised_by"] for link, e in env["links"]["0"]["loss"].items()}
         assert realised and all(r.startswith("bpf") for r in realised.values()), realised
         summary = json.loads((run_dir / "summary.json").read_text())

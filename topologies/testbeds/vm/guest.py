@@ -17,7 +17,7 @@ from typing import Callable
 
 from ccrig.commands import Commands
 from ccrig.errors import InputError, RunError
-from ccrig.machine import GIT_ENV, cache_dir, git_revision
+from ccrig.machine import GIT_ENV, TOOLS_ENV, cache_dir, git_revision, tool_versions
 from ccrig.procs import stop_group, stop_pids
 from . import images
 from .kernel import REPO, Kernel, find_kernel
@@ -151,11 +151,13 @@ def guest_command(argv: list[str], env: dict[str, str] | None = None, disks: lis
     # says nothing, on a checkout it cannot cache in)
     # XDG_CACHE_HOME: this machine's cache (read-only there), where the native programs built here before the boot
     # are found (the C sampler, the queue monitor): built in the guest they cost 25 s of emulated compiling a boot
-    # CCRIG_GIT_REVISION: the checkout's revision as git reads it here (machine.git_revision)
+    # CCRIG_GIT_REVISION, CCRIG_TOOL_VERSIONS: the checkout's revision and the tools' versions as read here (the
+    # guest's root is this machine's: machine.git_revision, machine.tool_versions)
     base = {"PATH": f"{VENV_BIN}:{GUEST_PATH}", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
             "XDG_CACHE_HOME": str(cache_dir().parent),
             "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONUNBUFFERED": "1", "CCRIG_JOBS": "1",
-            GIT_ENV: json.dumps(git_revision(), separators=(",", ":"))}
+            GIT_ENV: json.dumps(git_revision(), separators=(",", ":")),
+            TOOLS_ENV: json.dumps(tool_versions(), separators=(",", ":"))}
     for name in ("CI", "CCRIG_PROMETHEUS_URL"):
         if name in os.environ:
             base[name] = os.environ[name]
