@@ -48,7 +48,41 @@ _beds = itertools.count()
 
 def bed_prefix() -> str:
     """A prefix unique to this process and bed (interface names stay within 15 characters)."""
-    return os.environ.get("CCRIG_TEST_PREFIX", "ccrig") + f"{os.getpid() % 100000}{chr(97 + next(_beds) % 26)}"
+    return _base() + f"{os.getpid() % 100000}{chr(97 + next(_beds) % 26)}"
+
+
+def _base() -> str:
+    return os.environ.get("CCRIG_TEST_PREFIX", "ccrig")
+
+
+def killed_beds() -> list[str]:
+    """The prefixes of beds whose test process is gone: killed before its teardown (a CI run stopped by its
+    limit, a SIGKILL), they left namespaces, sshd, users, a sudoers file, a bridge and a folder behind. A prefix
+    whose pid (mod 100000) any running process has is kept: perhaps its bed is still in use."""
+    name = re.compile(rf"{re.escape(_base())}(\d+)[a-z]", re.IGNORECASE)   # users are the prefix case-folded
+    seen = [Path("/run/netns").glob(f"{_base()}*"), Path("/tmp").glob(f"{_base()}*-bed"),
+            Path("/etc/sudoers.d").glob(f"{_base()}*"), Path("/sys/class/net").glob(f"{_base()}*mg")]
+    found = {m.group(0) for paths in seen for path in paths if (m := name.match(path.name))}
+    found |= {m.group(0) for u in _users() if (m := name.match(u))}
+    alive = {int(pid) % 100000 for pid in os.listdir("/proc") if pid.isdigit()}
+    return sorted(p for p in found if int(name.match(p).group(1)) not in alive)
+
+
+def _users() -> list[str]:
+    return [line.split(":", 1)[0] for line in Path("/etc/passwd").read_text().splitlines()]
+
+
+def sweep_killed_beds(commands: Commands) -> list[str]:
+    """Removes what killed_beds() names (as down() would) and says what it removed."""
+    said, users = [], _users()
+    for prefix in killed_beds():
+        bed = SshHosts([], prefix=prefix, commands=commands)
+        lower = prefix.lower()
+        bed.users = [u for u in users if u.startswith(lower)]
+        bed.switches = [n.name[len(prefix) + 1:] for n in Path("/run/netns").glob(f"{prefix}-*")]
+        bed.down()
+        said.append(f"removed the test bed {prefix} of a killed test process")
+    return said
 
 
 @dataclass
@@ -96,6 +130,7 @@ class SshHosts:
 
     # --- up ------------------------------------------------------------------------------------------
     def up(self) -> "SshHosts":
+        sweep_killed_beds(self.c)
         try:
             self._up()
         except BaseException:
