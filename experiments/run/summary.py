@@ -276,11 +276,11 @@ def cross_check(flows: list[Flow], sampler_of: dict[str, FlowSampler], results: 
         used = next((s["cc"] for _, s in reversed(snd) if s.get("cc")), None)
         if used is not None and used != f.cc:
             raise RunError(f"flow {f.index} asked for congestion control {f.cc!r} but its socket used {used!r}")
-        # what was in flight at the collector's last view of the sender: the workload's program may count up to
-        # that much more, since the socket can end within one sampling period of that view
+        # the most in flight from the workload's end on (its program's count ends there, the socket's a sampling
+        # period after the collector's last view): the two counts may differ by up to that much, either way
         # (analysis/samples.collector_disagrees)
-        last = snd[-1][1] if snd else {}
-        flight = int(last.get("unacked", 0)) * int(last.get("snd_mss", 0))
+        tail = [s for t, s in snd if t >= f.start + f.duration - 1.0] or snd[-1:]
+        flight = max((int(s.get("unacked", 0)) * int(s.get("snd_mss", 0)) for _, s in tail), default=0)
         out.append({"flow": f.index, "collector_bytes_acked": acked, "receiver_bytes_received": received,
                     "iperf3_bytes_received": own, "collector_in_flight_bytes": flight,
                     # when the collector last saw each socket (s since t0): a disagreement's first witness
