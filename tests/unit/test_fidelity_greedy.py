@@ -36,3 +36,24 @@ def test_bulk_flows_behind_one_bottleneck_are_greedy():
 def test_anything_else_that_holds_a_flow_back_makes_it_not_greedy(topology, flows):
     assert not judged({"name": "dumbbell", "bottleneck": BOTTLENECK, **topology},
                       flows or [{"cc": "cubic", "count": 2}])
+
+
+def _verdict(backlogs: list[float], dequeue_share: float) -> dict:
+    """A 10 Mbit/s bottleneck's repetition of 10 measured intervals: its backlog at each boundary, and what it
+    dequeued of its rate in every interval (the goodput with it)."""
+    m = fidelity.Monitor(10e6, 9.5e6, 0, [], greedy=False)
+    m.rows = [{"queue_known": True, "goodput_bps": 9.5e6 * dequeue_share, "dequeue_bps": 10e6 * dequeue_share,
+               "backlog_packets": b, "dropped": 0.0, "cpu_max": 0.1, "cpu": 0.1, "t_max_bps": 9.5e6,
+               "rate_bps": 10e6} for b in backlogs]
+    return m.verdict([], 0.02)
+
+
+def test_a_queue_that_held_packets_through_the_intervals_but_sent_short_of_its_rate_starved():
+    starved = _verdict([40.0] * 9 + [0.0], 0.85)
+    assert starved["verdict"] == "testbed-limited" and "dequeued 0.85 of its configured rate" in starved["reasons"][0]
+
+
+def test_a_queue_empty_at_half_the_boundaries_is_no_witness_of_a_starved_shaper():
+    # study 001's smooth law at PER 0.01 alone on an idle machine: 0.86-0.88 of the rate, empty at 44-52 %
+    v = _verdict([3.0, 0.0] * 5, 0.87)
+    assert v["verdict"] == "ok" and v["reasons"] == [], v
