@@ -112,7 +112,7 @@ class Traffic:
                     raise PathError(f"{f.workload.program} flow {i}'s connection from {f.sender} was still opening "
                                     f"(SYN-SENT) after {timeout:g} s: its handshake met the path's loss") from None
                 # the kernel's own state again: its data's retransmissions lost one after another (study 001 at
-                # PER 0.2, 500 ms RTT: 7 retransmissions, 0 bytes acked, the client still waiting at 60 s), so the
+                # PER 0.4, 500 ms RTT: 7 retransmissions, 0 bytes acked, the client still waiting at 60 s), so the
                 # repetition is the path's to refuse and runs again, as a lost handshake's does (runner, reruns)
                 stalled = f.workload.backing_off(self.testbed, f)
                 if stalled:
