@@ -279,7 +279,7 @@ def cross_check(flows: list[Flow], sampler_of: dict[str, FlowSampler], results: 
         # the most in flight from the workload's end on (its program's count ends there, the socket's a sampling
         # period after the collector's last view): the two counts may differ by up to that much, either way
         # (analysis/samples.collector_disagrees)
-        tail = [s for t, s in snd if t >= f.start + f.duration - 1.0] or snd[-1:]
+        tail = [(t, s) for t, s in snd if t >= f.start + f.duration - 1.0] or snd[-1:]
         flight = max((int(s.get("unacked", 0)) * int(s.get("snd_mss", 0)) for _, s in tail), default=0)
         out.append({"flow": f.index, "collector_bytes_acked": acked, "receiver_bytes_received": received,
                     "iperf3_bytes_received": own, "collector_in_flight_bytes": flight,
