@@ -225,7 +225,7 @@ def collector_disagrees(check: dict) -> bool:
       10 KB, 4 % of a 10 Mbit/s flow's 30 s: 7 of 11 reruns of study 001's 10 Mbit/s points);
     - the collector ahead: iperf3's server stops counting at the test's end while the kernel goes on acking what
       was in flight then; one retransmission that fills a hole acks every segment queued behind it (study 001 run
-      D, 100 Mbit/s, PER 0.03: 13032 bytes, 9 segments, acked at once 3 s after the end, +4.2 % of a 311 KB flow).
+      D, 100 Mbit/s, PER 0.1: 13032 bytes, 9 segments, acked at once 3 s after the end, +4.2 % of a 311 KB flow).
     Never more than that: a collector that lost the socket earlier, or counted another one, is still caught. Still
     caught, and not explained: at 500 ms RTT, now and then every socket of a repetition leaves the collector's
     view at one poll while iperf3 goes on counting (2 of 117 pairs of study 001; `collector_last_s` records when
