@@ -11,6 +11,7 @@ import time
 import pytest
 from conftest import ROOT, dumbbell, leftovers
 
+from ccrig.ports import CLIENT_PORT, SERVER_PORT
 from ccrig.topologies.loss import program
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 from support import udp
@@ -147,7 +148,8 @@ def test_a_connection_whose_retransmissions_are_lost_is_seen_backing_off(two_nod
     from types import SimpleNamespace
     from ccrig.experiments.workloads.bulk import Bulk
     from support.wait import listening, until
-    port, cport = 5301, 40301
+    # a flow's own ports (ccrig/ports.py): the loss program spares every other connection to a server port
+    port, cport = SERVER_PORT + 300, CLIENT_PORT + 300
     flow = SimpleNamespace(sender="a", client_port=cport)
     server = two_nodes.popen("b", ["iperf3", "--server", "--one-off", "--port", str(port)])
     client = None
@@ -158,7 +160,9 @@ def test_a_connection_whose_retransmissions_are_lost_is_seen_backing_off(two_nod
         acked = lambda: two_nodes.run("a", ["ss", "-Htni", "sport", "=", f":{cport}"], check=False).stdout
         until(lambda: "bytes_acked" in acked(), 30, "iperf3's data connection carrying data")
         assert Bulk().backing_off(two_nodes, flow) is None
-        drop = program.LinkDropper(two_nodes, "a", "b", two_nodes.egress_device("a", "b"))
+        # at b's ingress, as a router's loss is: dropped on a's own egress, TCP sees the local drop and never
+        # times out (it sends again when the qdisc takes packets)
+        drop = program.LinkDropper(two_nodes, "a", "b", two_nodes.egress_device("b", "a"), hook="ingress")
         drop.attach(program.build(two_nodes.commands))
         drop.set_loss(1.0)
         said = until(lambda: Bulk().backing_off(two_nodes, flow), 60, "the connection backing off")
