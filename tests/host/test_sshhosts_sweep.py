@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ccrig.commands import Commands
-from support.sshhosts import Host, SshHosts, _base, _users, killed_beds, sweep_killed_beds
+from support.sshhosts import Host, SshHosts, _base, _users, alive_tags, killed_beds, sweep_killed_beds
 
 # SSH test beds add users and sudoers files: useradd refuses while another holds /etc/passwd's lock
 pytestmark = pytest.mark.xdist_group("sshhosts")
@@ -19,8 +19,7 @@ def _dead_pid() -> int:
     while True:
         p = subprocess.Popen(["true"])
         p.wait()
-        alive = {int(pid) % 100000 for pid in os.listdir("/proc") if pid.isdigit()}
-        if p.pid % 100000 not in alive:
+        if p.pid % 100000 not in alive_tags():
             return p.pid % 100000
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 
 from ccrig.commands import Commands
-from ccrig.topologies.testbeds.netns import remove_namespace
+from ccrig.topologies.testbeds.netns import namespaces, remove_namespace
 
 SSHD = "/usr/sbin/sshd"  # sshd re-executes itself, so it must be started by absolute path
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
@@ -64,8 +64,13 @@ def killed_beds() -> list[str]:
             Path("/etc/sudoers.d").glob(f"{_base()}*"), Path("/sys/class/net").glob(f"{_base()}*mg")]
     found = {m.group(0) for paths in seen for path in paths if (m := name.match(path.name))}
     found |= {m.group(0) for u in _users() if (m := name.match(u))}
-    alive = {int(pid) % 100000 for pid in os.listdir("/proc") if pid.isdigit()}
+    alive = alive_tags()
     return sorted(p for p in found if int(name.match(p).group(1)) not in alive)
+
+
+def alive_tags() -> set[int]:
+    """The pids of the running processes as bed prefixes carry them (mod 100000)."""
+    return {int(pid) % 100000 for pid in os.listdir("/proc") if pid.isdigit()}
 
 
 def _users() -> list[str]:
@@ -79,7 +84,7 @@ def sweep_killed_beds(commands: Commands) -> list[str]:
         bed = SshHosts([], prefix=prefix, commands=commands)
         lower = prefix.lower()
         bed.users = [u for u in users if u.startswith(lower)]
-        bed.switches = [n.name[len(prefix) + 1:] for n in Path("/run/netns").glob(f"{prefix}-*")]
+        bed.switches = [n[len(prefix) + 1:] for n in namespaces(f"{prefix}-")]   # down() removes them all
         bed.down()
         said.append(f"removed the test bed {prefix} of a killed test process")
     return said
