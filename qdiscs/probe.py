@@ -75,7 +75,10 @@ def _try_all(node: Node, ns: str, loadable: bool, kinds: set[str] | None = None)
         # inside the try: a Ctrl-C that lands while `ip netns add` runs or just after it returned must still
         # delete what it made (outside, such a namespace was left behind)
         node.run(["ip", "netns", "add", ns])
-        out = node.run(["sh", "-s"], input=_script(ns, tried, loadable), check=False).stdout
+        # a command's own bound (60 s) is too tight for all of them in one shell: 26 tc and modprobe in a TCG guest
+        # take 3 s idle and several times that on a loaded machine
+        out = node.run(["sh", "-s"], input=_script(ns, tried, loadable), check=False,
+                       timeout=60 + 10 * len(tried)).stdout
         said = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
         for kind, (_, args) in tried.items():
             if kind not in said:

@@ -100,9 +100,10 @@ class Testbed(ABC):
 
     @classmethod
     def run_specs_elsewhere(cls, args: list[str], out_root: Path, options: BaseModel | None, timeout: float,
-                            name: str) -> tuple[int, Callable[[Path], None]]:
+                            name: str) -> tuple[int | str, Callable[[Path], None]]:
         """Runs `ccrig ARGS` where this testbed runs specs (`elsewhere`), its results written under out_root;
-        returns that ccrig's exit status and a function that marks a run directory it wrote as this testbed's.
+        returns that ccrig's exit status (or why it was stopped: what it finished before stays) and a function that
+        marks a run directory it wrote as this testbed's.
         options: the spec's section for this testbed; name: a unique name for what it starts here."""
         raise NotImplementedError(f"the {cls.kind} testbed runs specs in this process")
 

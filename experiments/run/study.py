@@ -308,13 +308,15 @@ def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: P
     args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()), "--specs",
             ",".join(specs), "--testbed", bed.inner, "--prometheus", "off", "--no-progress", *(["--quick"] * quick)]
     # an emulated CPU is slow: boot, set-up and teardown take far longer than the traffic itself (a quick run's
-    # 5 s of traffic took 40-230 s in a TCG guest beside another guest on a busy 2-core machine)
+    # 5 s of traffic took 40-230 s in a TCG guest beside another guest on a busy 2-core machine); and a guest on a
+    # loaded machine may run each pair 1 + RERUNS times (testbed-limited), which the bound must allow for
     runs = [(len(specmod.points(raw, e)) * e.repetitions * (2 if e.pause_gain else 1), e.duration)
             for _, raw, e in (planned[s] for s in specs)]
-    timeout = 600 + 4 * sum(n * (duration + 45) for n, duration in runs)
+    timeout = 600 + 4 * (1 if quick else 1 + RERUNS) * sum(n * (duration + 45) for n, duration in runs)
     say(f"{', '.join(specs)}: in one go on the {bed.kind} testbed")
     native_sampler()   # built here: the guest finds it in this machine's cache, read-only there
     status, mark = bed.run_specs_elsewhere(args, study_dir, options, timeout=timeout, name=run_prefix())
+    status = status if isinstance(status, str) else f"exit status {status}"
     state, failed = read_state(study_dir), []
     for s in specs:
         rec = state["specs"][s]
@@ -327,7 +329,7 @@ def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: P
                 server.ensure(planned[s][2].interval)
                 backfill(run_dir, server.root / "data")
         if rec["status"] != "done":
-            failed.append(f"{s}: {rec['status']} (on the {bed.kind} testbed, exit status {status})")
+            failed.append(f"{s}: {rec['status']} (on the {bed.kind} testbed, {status})")
     write_state(study_dir, state)
     return failed
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import pytest
 import yaml
@@ -98,3 +99,16 @@ def test_spec_needing_netem_and_red_runs_in_the_guest(tmp_path, capsys):
         assert found and float(found[0]["value"][1]) == summary["intervals"], found
     finally:
         server.stop()
+
+
+@pytest.mark.vm
+@pytest.mark.timeout(300)
+def test_a_guest_stopped_at_its_bound_says_why_and_leaves_its_output(tmp_path):
+    """A study's guest that outlives its bound (here 3 s: no TCG boot is that fast) is stopped; its specs then
+    fail with the reason instead of the whole by-kernel column losing its study, what it said is in guest.log,
+    and no guest is left running."""
+    name = f"cvmb-{os.getpid()}"
+    status, mark = vm.VmTestbed.run_specs_elsewhere(["--version"], tmp_path, None, timeout=3, name=name)
+    assert isinstance(status, str) and "within 3 s; it was stopped" in status and "guest.log" in status, status
+    assert (tmp_path / "guest.log").is_file() and callable(mark)
+    assert vm.stray_guests(name) == []

@@ -192,11 +192,21 @@ class VmTestbed(Testbed):
 
     @classmethod
     def run_specs_elsewhere(cls, args: list[str], out_root: Path, options: VmOptions | None, timeout: float,
-                            name: str) -> tuple[int, Callable[[Path], None]]:
+                            name: str) -> tuple[int | str, Callable[[Path], None]]:
         """`ccrig ARGS` in one guest (a study's specs together: one boot, not one per spec, as a TCG boot costs
-        20-30 s); each run directory it wrote is then marked with the guest's kernel and mode (record_vm)."""
+        20-30 s); each run directory it wrote is then marked with the guest's kernel and mode (record_vm). The
+        guest's output also goes to out_root/guest.log, so a guest stopped at its bound leaves what it said."""
         options = options or VmOptions()
-        status, kernel, mode = run_ccrig(args, out_root, options, timeout=timeout, name=name)
+        kernel = find_kernel(options.kernel)
+        with open(Path(out_root) / "guest.log", "a") as log:
+            def output(line: str) -> None:
+                _print_line(line)
+                log.write(line)
+                log.flush()
+            try:
+                status, kernel, mode = run_ccrig(args, out_root, options, timeout=timeout, name=name, output=output)
+            except RunError as e:   # stopped at its bound: its unfinished specs fail with this reason
+                status, mode = f"{e} (its output: {Path(out_root) / 'guest.log'})", accel_mode(kernel, Commands(None))
 
         def mark(run_dir: Path) -> None:
             record_vm(run_dir, kernel, mode, options, [_ccrig(), *args])
