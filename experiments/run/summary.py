@@ -16,7 +16,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from ccrig.analysis import metric_table, metrics, stats
+from ccrig.analysis import metric_table, stats
 from ccrig.tcp_modules import bpf_fault
 from ccrig.errors import RunError
 from ccrig.experiments.run import fidelity

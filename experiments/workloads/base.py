@@ -2,8 +2,8 @@
 programs its flows run, how to tell they are ready, and what their own output says once they are done.
 
 A Flow is one workload placed on a sender -> receiver pair of a point. Flow i uses server port 5201+i on its
-receiver and client port 40001+i on its sender, whatever its kind, so the TCP_INFO sampler finds its socket by
-(local port, remote port) and the interval code sees no difference between kinds.
+receiver and client port 20001+i on its sender (ccrig.ports), whatever its kind, so the TCP_INFO sampler finds its
+socket by (local port, remote port) and the interval code sees no difference between kinds.
 """
 from __future__ import annotations
 
