@@ -3,9 +3,11 @@
     first pass   k0 repetitions of every point (sequential.plan; max with the spec's own `repetitions`)
     look 1       every claim judged (analysis/verdicts.py at look 1 of the design)
     then, while some claim is undecided, a look is left and the budget buys a repetition:
-                 sequential.next_pairs (the most informative points first, within the budget left, at each
-                 spec's cost per pair measured so far) raises those points' repetitions in study.json, the specs
-                 run again (each run directory gains repetitions in place: runner.py extends its seeded order),
+                 sequential.next_pairs (the most informative points first, within the budget left shared
+                 among the rounds still to come, at each spec's cost per pair measured so far times the last
+                 round's pace: its time over what its pairs cost at those costs) raises those points'
+                 repetitions in study.json, the specs run again (each run directory gains repetitions in place:
+                 runner.py extends its seeded order),
                  and every claim is judged at the next look; `final` when the budget will not buy another
                  round or it is the design's last look (it then spends all of alpha that is left)
     stopped      the reason, in study.json's "loop", with every look's verdicts, pairs added and time spent
@@ -229,11 +231,16 @@ class Loop:
         the loop has stopped, saying why)."""
         loop = state["loop"]
         look = len(loop["looks"]) + 1
-        cost = costs(state, self.h.run_dirs(state))
+        measured = costs(state, self.h.run_dirs(state))
+        pace = _pace(loop["looks"], self.spent(), measured)
+        cost = {s: c * pace for s, c in measured.items()}
         left = self.left()
         final = look >= self.design.max_looks or left is None or left < min(cost.values())
         results = self.h.judge(look, final, self.design)
-        pairs = [] if final else next_pairs([r.judgement for r in results if r.judgement is not None], left,
+        # the rounds still to come share what is left: a round planned with every second left overran it by
+        # its costs' error (001 run D: 2821 s planned at look 1, 3300 s taken, a 60 min budget ended at 68)
+        share = None if final else max(left / max(1, self.design.max_looks - look), min(cost.values()))
+        pairs = [] if final else next_pairs([r.judgement for r in results if r.judgement is not None], share,
                                             {p: cost[parse_key(p)[0]] for r in results if r.judgement
                                              for p in [part[0] for part in r.judgement.parts]})
         undecided = [r for r in results if r.verdict not in DECIDED]
@@ -246,7 +253,8 @@ class Loop:
         entry = {"look": look, "final": final, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "spent_s": round(self.spent(), 1), "budget_left_s": None if left is None else round(left, 1),
                  "verdicts": {r.id: r.verdict for r in results}, "decided": len(results) - len(undecided),
-                 "undecided": len(undecided), "cost_per_pair_s": {s: round(c, 1) for s, c in cost.items()}}
+                 "undecided": len(undecided), "cost_per_pair_s": {s: round(c, 1) for s, c in cost.items()},
+                 "pace": round(pace, 3)}
         self.live.update(look=look, decided=entry["decided"], undecided=entry["undecided"])
         if not undecided:
             loop["stopped"] = "every claim is decided"
@@ -274,6 +282,16 @@ class Loop:
         if left < min(cost.values()):
             return f"the budget is spent ({_minutes(left)} left, a pair costs at least {min(cost.values()):.0f} s)"
         return "more repetitions within the budget would decide no undecided claim"
+
+
+def _pace(looks: list[dict], spent: float, measured: dict[str, float]) -> float:
+    """The last round's time over what its pairs cost at each spec's cost per pair measured now (1 before any
+    round): a spec's cost is its mean over every pair so far, the first pass's mix included, and the pairs a look
+    adds are the undecided claims' points, which may pack side by side worse than that mix did."""
+    if not looks or not looks[-1].get("added"):
+        return 1.0
+    planned = sum(n * measured[parse_key(p)[0]] for p, n in looks[-1]["added"].items())
+    return max(0.5, min(4.0, (spent - looks[-1]["spent_s"]) / planned)) if planned > 0 else 1.0
 
 
 def _minutes(seconds: float | None) -> str:
