@@ -12,23 +12,40 @@ from pathlib import Path
 
 def stop_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
     """Ends a process started in a session of its own (Commands.popen) and everything in its process group:
-    SIGTERM to the group, then SIGKILL to what is left after grace seconds. Returns once it has exited."""
-    if proc.poll() is not None:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            break
-        try:
+    SIGTERM to the group, then SIGKILL to what is left after grace seconds. Returns once the process and the rest
+    of its group have exited: a leader that exits first (vng) can leave a member still ending (its qemu, seen
+    alive after run_in_guest returned on a loaded CI machine)."""
+    if proc.poll() is None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            try:
+                proc.wait(grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        try:  # reap it: a group already gone (or not ours) still leaves our child to wait for
             proc.wait(grace)
-            return
         except subprocess.TimeoutExpired:
+            pass
+    stop_pids(lambda: group_members(proc.pid), grace)
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of process group pgid that still run (zombies, already ended, are not counted)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
             continue
-    try:  # reap it: a group already gone (or not ours) still leaves our child to wait for
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        pass
+        try:
+            state, _, pgrp = (d / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(pgrp) == pgid and state != "Z":
+            out.append(int(d.name))
+    return out
 
 
 def alive(pid: int) -> bool:

@@ -3,6 +3,8 @@ namespaces, its users, its sudoers file, its bridge and its folder (tests/suppor
 its time limit left them on the machine."""
 import os
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,35 @@ def test_a_killed_processs_bed_is_swept_by_the_next_start_and_a_live_one_kept():
         for bed in (live, dead):
             if bed is not None:
                 bed.down()
+
+
+def test_two_beds_started_at_once_get_subnets_and_users_of_their_own(monkeypatch):
+    # beds of two xdist workers start at once: each must pick a management subnet no other bed has (two picked
+    # 198.19.200 in CI, and one's ssh reached the other's host) and add its users while no other holds passwd.
+    # The race made certain: each bed, its subnet picked, waits (up to 3 s) for the other to have picked one too
+    picked, free = threading.Barrier(2), SshHosts._free_subnet
+
+    def slow_free_subnet(self):
+        subnet = free(self)
+        try:
+            picked.wait(timeout=3)
+        except threading.BrokenBarrierError:   # the other waits for the lock this one holds: as it should
+            pass
+        return subnet
+
+    monkeypatch.setattr(SshHosts, "_free_subnet", slow_free_subnet)
+    beds = [SshHosts([Host("h1", ["senders"])]) for _ in range(2)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(SshHosts.up, beds))
+        assert beds[0].subnet != beds[1].subnet
+        for bed in beds:   # each one's host answers over SSH with the key and host key of its own bed
+            h = bed.hosts["h1"]
+            r = subprocess.run(["ssh", "-i", str(bed.key), "-o", f"UserKnownHostsFile={bed.known_hosts}",
+                                "-o", "StrictHostKeyChecking=yes", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+                                "-o", "ConnectTimeout=10", f"{bed.operator}@{h.address}", "hostname"],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+    finally:
+        for bed in beds:
+            bed.down()

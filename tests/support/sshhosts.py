@@ -37,6 +37,7 @@ from pathlib import Path
 import yaml
 
 from ccrig.commands import Commands
+from ccrig.machine import cache_lock
 from ccrig.topologies.testbeds.netns import namespaces, remove_namespace
 
 SSHD = "/usr/sbin/sshd"  # sshd re-executes itself, so it must be started by absolute path
@@ -53,6 +54,12 @@ def bed_prefix() -> str:
 
 def _base() -> str:
     return os.environ.get("CCRIG_TEST_PREFIX", "ccrig")
+
+
+def machine_lock():
+    """What beds share on this machine, one bed at a time: /etc/passwd (useradd and userdel refuse while another
+    holds its lock) and the choice of a management subnet. Beds of different xdist workers start at once."""
+    return cache_lock(".sshhosts.lock", Path("/run/lock"))
 
 
 def killed_beds() -> list[str]:
@@ -148,10 +155,13 @@ class SshHosts:
         self.dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         self.dir.chmod(0o755)
         self._add_operator()
-        self.subnet = self._free_subnet()
-        c.run(["ip", "link", "add", self.bridge, "type", "bridge"])
-        c.run(["ip", "addr", "add", f"{self.subnet}.254/24", "dev", self.bridge])
-        c.run(["ip", "link", "set", self.bridge, "up"])
+        # the subnet is free until the bridge's address routes it: two beds starting at once (xdist workers) both
+        # picked 198.19.200 and one's ssh reached the other's hosts (CI: "f1: Connection refused")
+        with machine_lock():
+            self.subnet = self._free_subnet()
+            c.run(["ip", "link", "add", self.bridge, "type", "bridge"])
+            c.run(["ip", "addr", "add", f"{self.subnet}.254/24", "dev", self.bridge])
+            c.run(["ip", "link", "set", self.bridge, "up"])
         for old in (self.key, Path(f"{self.key}.pub")):
             old.unlink(missing_ok=True)
         c.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{self.prefix} controller", "-f",
@@ -244,8 +254,9 @@ class SshHosts:
         name = self.user_name(suffix)
         home = self.dir / "home" / name
         home.parent.mkdir(mode=0o755, exist_ok=True)
-        self.c.run(["useradd", "--home-dir", str(home), "--create-home", "--shell", "/bin/sh", "--password", "*",
-                    name])
+        with machine_lock():
+            self.c.run(["useradd", "--home-dir", str(home), "--create-home", "--shell", "/bin/sh", "--password", "*",
+                        name])
         self.users.append(name)
         return name
 
@@ -329,8 +340,9 @@ class SshHosts:
                 p.kill()
         self.c.ok(["ip", "link", "del", self.bridge])
         self.sudoers.unlink(missing_ok=True)
-        for u in self.users:
-            self.c.ok(["userdel", "--remove", u])
+        with machine_lock():
+            for u in self.users:
+                self.c.ok(["userdel", "--remove", u])
         self.users.clear()
         self.c.ok(["rm", "-rf", "--one-file-system", str(self.dir)])
 
