@@ -15,21 +15,25 @@ def stop_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
     SIGTERM to the group, then SIGKILL to what is left after grace seconds. Returns once the process and the rest
     of its group have exited: a leader that exits first (vng) can leave a member still ending (its qemu, seen
     alive after run_in_guest returned on a loaded CI machine)."""
-    if proc.poll() is None:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break
-            try:
-                proc.wait(grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        try:  # reap it: a group already gone (or not ours) still leaves our child to wait for
+    if proc.poll() is not None:
+        # not its group's members: with the leader long gone its pid may lead another session by now (pid_max
+        # is 32768 here, and every Commands.popen starts a session), and that one is not ours to stop
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
             proc.wait(grace)
+            break
         except subprocess.TimeoutExpired:
-            pass
+            continue
+    try:  # reap it: a group already gone (or not ours) still leaves our child to wait for
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    # a member still running keeps the pid from being reused, so the group is still the one signalled above
     stop_pids(lambda: group_members(proc.pid), grace)
 
 

@@ -205,7 +205,7 @@ class VmTestbed(Testbed):
                 log.flush()
             try:
                 status, kernel, mode = run_ccrig(args, out_root, options, timeout=timeout, name=name, output=output)
-            except RunError as e:   # stopped at its bound: its unfinished specs fail with this reason
+            except RunError as e:   # stopped at its bound (or its boot failed): its unfinished specs fail with this
                 status, mode = f"{e} (its output: {Path(out_root) / 'guest.log'})", accel_mode(kernel, Commands(None))
 
         def mark(run_dir: Path) -> None:
