@@ -197,7 +197,6 @@ class VmTestbed(Testbed):
         20-30 s); each run directory it wrote is then marked with the guest's kernel and mode (record_vm). The
         guest's output also goes to out_root/guest.log, so a guest stopped at its bound leaves what it said."""
         options = options or VmOptions()
-        kernel = find_kernel(options.kernel)
         with open(Path(out_root) / "guest.log", "a") as log:
             def output(line: str) -> None:
                 _print_line(line)
@@ -206,6 +205,7 @@ class VmTestbed(Testbed):
             try:
                 status, kernel, mode = run_ccrig(args, out_root, options, timeout=timeout, name=name, output=output)
             except RunError as e:   # stopped at its bound (or its boot failed): its unfinished specs fail with this
+                kernel = find_kernel(options.kernel)   # what run_ccrig found, for marking what the guest finished
                 status, mode = f"{e} (its output: {Path(out_root) / 'guest.log'})", accel_mode(kernel, Commands(None))
 
         def mark(run_dir: Path) -> None:
