@@ -38,8 +38,8 @@ The API the study engine calls (pure: numbers in, decisions out):
     plan(points, design)                          -> {point: k0}: the first pass, k0 repetitions of every point
     judge(estimate, rule, look, design, final)    -> Judgement: verdict, interval, alpha spent, needs (the
                                                      repetitions per point the next look should have more)
-    next_pairs(judgements, budget_left_s, cost_s) -> [(point, n_more)]: where more repetitions decide the most
-                                                     per second, most informative first, within the budget
+    next_pairs(judgements, budget_left_s, cost_s) -> [(point, n_more)]: whole claims, the cheapest to decide
+                                                     first, then the most informative points, within the budget
 
 A point is named "SPEC#INDEX" (a PAUSE point's run without PAUSE "SPEC#INDEX/baseline"). For a study's claims
 analysis/verdicts.py builds the estimate from the summaries: evaluate(claim, archive, look, design, final)
@@ -288,24 +288,54 @@ def _fill(start: dict[str, int], total: int, parts) -> dict[str, int]:
 
 def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[str, float] | float = 1.0
                ) -> list[tuple[str, int]]:
-    """More repetitions where undecided claims that can still look again need them, most informative first:
-    a point's worth is the share of their estimates' variance its repetitions remove, summed over the claims
-    that read it, per second of its cost. Each point gets the most any claim needs there; the last point that
-    fits gets what is left of the budget."""
+    """More repetitions where undecided claims that can still look again need them. Whole claims first, the
+    cheapest to decide first (what its needs add to the points' repetitions given so far, at their cost per
+    pair): a round's budget then decides as many claims as it can. By points alone, study 001 run E's second
+    round went whole to one point that one claim needed 119 more of, while claims needing 1-23 got none. What no
+    whole claim can use goes to the points still wanted, most informative first: a point's worth is the share
+    of the undecided claims' estimates' variance its repetitions remove, per second of its cost; the last point
+    that fits gets what is left. Needs come from the spread and the margin only (see needs), so the choice of
+    claims is not made from the observed differences either."""
+    open_ = [j for j in judgements
+             if j.verdict == "undecided" and not j.final and j.look < j.max_looks and j.needs]
+    cost = (lambda k: cost_s.get(k, 1.0)) if isinstance(cost_s, dict) else (lambda k: float(cost_s))
+    given: dict[str, int] = {}
+    left = float(budget_left_s)
+
+    def extra(j: Judgement) -> float:
+        return sum(max(0, n - given.get(k, 0)) * cost(k) for k, n in j.needs.items())
+
+    waiting = sorted(open_, key=lambda j: sorted(j.needs.items()))   # ties: a fixed order, not the data's
+    while waiting:
+        j = min(waiting, key=extra)
+        if extra(j) > left:
+            break
+        waiting.remove(j)
+        left -= extra(j)
+        for k, n in j.needs.items():
+            given[k] = max(given.get(k, 0), n)
+    more = _most_informative(open_, given, left, cost)
+    out = dict(given)
+    for k, n in more:
+        out[k] = out.get(k, 0) + n
+    return [(k, n) for k, n in out.items() if n > 0]
+
+
+def _most_informative(judgements: list[Judgement], given: dict[str, int], budget_left_s: float, cost
+                      ) -> list[tuple[str, int]]:
+    """The points' wants beyond `given`, most informative first, within the budget (see next_pairs)."""
     want: dict[str, int] = {}
     worth: dict[str, float] = {}
     for j in judgements:
-        if j.verdict != "undecided" or j.final or j.look >= j.max_looks or not j.needs:
-            continue
         total = sum(c * c * v / n for _, c, v, n in j.parts if n > 0) or 1.0
         for key, coef, var, n in j.parts:
-            more = j.needs.get(key, 0)
+            more = j.needs.get(key, 0) - given.get(key, 0)
             if more <= 0:
                 continue
             want[key] = max(want.get(key, 0), more)
+            n += given.get(key, 0)
             gain = coef * coef * var * (1 / n - 1 / (n + more)) / total if var > 0 else 1.0
             worth[key] = worth.get(key, 0.0) + gain
-    cost = (lambda k: cost_s.get(k, 1.0)) if isinstance(cost_s, dict) else (lambda k: float(cost_s))
     order = sorted(want, key=lambda k: (-worth[k] / (want[k] * max(cost(k), 1e-9)), k))
     out, left = [], float(budget_left_s)
     for key in order:

@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 
 
+KILLED_WITHIN = 10.0   # seconds a SIGKILLed process may take to end (one in uninterruptible sleep takes its time)
+
+
 def stop_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
     """Ends a process started in a session of its own (Commands.popen) and everything in its process group:
     SIGTERM to the group, then SIGKILL to what is left after grace seconds. Returns once the process and the rest
@@ -37,23 +40,29 @@ def stop_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
     stop_pids(lambda: group_members(proc.pid), grace)
 
 
+def _stat(pid: int | str) -> tuple[str, int] | None:
+    """(state, process group) of a process, None when there is none."""
+    try:
+        state, _, pgrp = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:3]
+        return state, int(pgrp)
+    except (OSError, ValueError):
+        return None
+
+
 def group_members(pgid: int) -> list[int]:
     """The processes of process group pgid that still run (zombies, already ended, are not counted)."""
     out = []
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            state, _, pgrp = (d / "stat").read_text().rsplit(")", 1)[1].split()[:3]
-        except (OSError, ValueError):
-            continue
-        if int(pgrp) == pgid and state != "Z":
+        stat = _stat(d.name) if d.name.isdigit() else None
+        if stat and stat[1] == pgid and stat[0] != "Z":
             out.append(int(d.name))
     return out
 
 
 def alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()
+    """Does pid still run? A zombie has ended: where nobody reaps orphans (pid 1 of some containers) it stays."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] != "Z"
 
 
 def wait_gone(pids, timeout: float) -> bool:
@@ -70,7 +79,8 @@ def wait_gone(pids, timeout: float) -> bool:
 def stop_pids(find, grace: float = 2.0) -> int:
     """Ends processes that are not our children: SIGTERM, wait up to grace seconds, then SIGKILL whatever is still
     there. `find()` lists the pids to signal (asked again before SIGKILL, so processes started meanwhile are
-    caught too); a list of pids may be given instead. Returns how many were signalled at the most."""
+    caught too); a list of pids may be given instead. Returns how many were signalled at the most, once they have
+    ended: a SIGKILLed process on a loaded machine still runs until it is scheduled."""
     if not callable(find):
         fixed = list(find)
         find = lambda: [p for p in fixed if alive(p)]
@@ -85,7 +95,7 @@ def stop_pids(find, grace: float = 2.0) -> int:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-        if sig == signal.SIGTERM and wait_gone(pids, grace):
+        if wait_gone(pids, grace if sig == signal.SIGTERM else KILLED_WITHIN):
             break
     return count
 

@@ -8,10 +8,9 @@
     fleet.deal(pairs, archive, finished, lent, ...)
                            each member takes a batch of pairs in the run's order (as many as it runs at once,
                            more while the line is long; a pair that must run alone, alone) and runs it as a run
-                           of its own (`ccrig run --pairs`, its testbed, laws and --jobs its own:
-                           ansible/fleet_pairs.yml); the batch's folders
-                           come back into the run's archive, each with member.json (the member, its kernel and
-                           env), and each pair is judged by the run's finished() as if it had run here
+                           of its own (`ccrig run --pairs`: ansible/fleet_pairs.yml); its folders come back into
+                           the run's archive, each with member.json (the member, its kernel and env), and each
+                           pair is judged by the run's finished() as if it had run here
 
 Ansible is the engine: one ansible-playbook per batch, limited to its member, its run an async job polled over
 SSH. A member that becomes unreachable is lost: its batch goes back to the front of the line for the others, and
@@ -182,8 +181,11 @@ class Fleet:
         with tempfile.NamedTemporaryFile("w", prefix=f"{self.prefix}-spec-", suffix=".yaml") as spec:
             spec.write(yaml.safe_dump(raw or {}, sort_keys=False))
             spec.flush()
+            # a refused or dropped connection is tried twice more (sshd drops beyond MaxStartups, 10 by default):
+            # the check changes nothing but a scratch folder; a host that is down is unreachable 1 s later
             result, code, stderr = self._play("fleet_check.yml", list(self.members), {
-                "work": f"/tmp/{self.prefix}-check", **({"spec": spec.name} if raw is not None else {})})
+                "work": f"/tmp/{self.prefix}-check", "ansible_ssh_retries": 2,
+                **({"spec": spec.name} if raw is not None else {})})
         problems = [f"host {h}: " + (f"no ccrig to run ({m}); install it there (a checkout and `make deps`) and "
                                      f"name it in the inventory's ccrig_command" if t == "Member facts" and
                                      not m.startswith("unreachable") else m) for h, t, m in result.failures]

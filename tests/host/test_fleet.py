@@ -60,7 +60,7 @@ def test_a_run_is_dealt_to_two_members_and_comes_back_whole(ccrig, fleet):
                     sweep={"topology.bottleneck.rate": ["10mbit", "20mbit"]})
     p = _start(ccrig, fleet, spec)
     out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err[-2000:]
+    assert p.returncode == 0, err[-2000:] + fleet.report()
     run = ccrig.run_dirs()[-1]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["complete"] and summary["fleet"]["lost"] == []
@@ -102,7 +102,7 @@ def test_a_member_lost_mid_run_has_its_pairs_dealt_to_the_other(ccrig, fleet):
     # a rebooted host has nothing left; f2's share of this machine is cleared as its reboot would
     subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
     subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
-    assert p.returncode == 0, err[-2000:]
+    assert p.returncode == 0, err[-2000:] + fleet.report()
     assert "fleet member f2 lost" in out + err
     summary = ccrig.summary()
     assert summary["complete"] and len(summary["points"][0]["repetitions"]) == 3
@@ -127,7 +127,7 @@ def test_ctrl_c_stops_every_members_pairs_and_leaves_nothing_and_the_run_resumes
         time.sleep(0.1)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=180)
-    assert p.returncode == 130, err[-2000:]
+    assert p.returncode == 130, err[-2000:] + fleet.report()
     assert "interrupted" in err and "Traceback" not in err
     assert _left(p.pid) == []
     summary = ccrig.summary()
@@ -136,7 +136,7 @@ def test_ctrl_c_stops_every_members_pairs_and_leaves_nothing_and_the_run_resumes
     run = ccrig.run_dirs()[-1]
     argv = ccrig.argv(ccrig.tmp / "spec.yaml", "--fleet", str(fleet.inventory), "--resume", str(run))
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:] + fleet.report()
     summary = ccrig.summary()
     assert summary["complete"] and len(summary["points"][0]["repetitions"]) == 2
     assert len(list(run.glob("points/*/rep*/member.json"))) == 2

@@ -31,7 +31,7 @@ def _left(prefix: str, bed: SshHosts) -> list[str]:
 
 
 def test_a_killed_processs_bed_is_swept_by_the_next_start_and_a_live_one_kept():
-    dead = SshHosts([Host("h1", ["senders"])], prefix=f"{_base()}{_dead_pid()}z").up()   # as if its test was killed
+    dead = SshHosts([Host("h1", ["senders"])], prefix=f"{_base()}{_dead_pid()}zz").up()   # as if its test was killed
     live = None
     try:
         assert dead.prefix in killed_beds()

@@ -48,8 +48,11 @@ _beds = itertools.count()
 
 
 def bed_prefix() -> str:
-    """A prefix unique to this process and bed (interface names stay within 15 characters)."""
-    return _base() + f"{os.getpid() % 100000}{chr(97 + next(_beds) % 26)}"
+    """A prefix unique to this process and bed: two letters count its beds (one letter came round again after 26
+    beds of one xdist worker, and a bed then had an earlier one's names). Interface names stay within 15
+    characters: ccrig + 5 digits + 2 letters + m + a host's index."""
+    n = next(_beds)
+    return _base() + f"{os.getpid() % 100000}{chr(97 + n // 26 % 26)}{chr(97 + n % 26)}"
 
 
 def _base() -> str:
@@ -66,7 +69,7 @@ def killed_beds() -> list[str]:
     """The prefixes of beds whose test process is gone: killed before its teardown (a CI run stopped by its
     limit, a SIGKILL), they left namespaces, sshd, users, a sudoers file, a bridge and a folder behind. A prefix
     whose pid (mod 100000) any running process has is kept: perhaps its bed is still in use."""
-    name = re.compile(rf"{re.escape(_base())}(\d+)[a-z]", re.IGNORECASE)   # users are the prefix case-folded
+    name = re.compile(rf"{re.escape(_base())}(\d+)[a-z]{{2}}", re.IGNORECASE)   # users are the prefix case-folded
     seen = [Path("/run/netns").glob(f"{_base()}*"), Path("/tmp").glob(f"{_base()}*-bed"),
             Path("/etc/sudoers.d").glob(f"{_base()}*"), Path("/sys/class/net").glob(f"{_base()}*mg")]
     found = {m.group(0) for paths in seen for path in paths if (m := name.match(path.name))}
@@ -325,6 +328,19 @@ class SshHosts:
                       "forwarding": self.exec(h, ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip(),
                       "links": links}
         return out
+
+    def report(self) -> str:
+        """For a failing test's message: each host's sshd (running, or how it ended), its namespace's addresses
+        and the last lines of its log. A refused connection says whether sshd died or the address went."""
+        out = []
+        for name, p in self.sshd.items():
+            rc = p.poll()
+            addrs = self.c.run(["ip", "-n", self.ns(name), "-br", "-4", "addr"], check=False)
+            log = self.dir / name / "sshd.log"
+            out.append(f"{name} ({self.hosts[name].address}): sshd {'running' if rc is None else f'exited {rc}'}; "
+                       f"addresses {addrs.stdout.split() or addrs.stderr.strip()}; log: "
+                       f"{log.read_text()[-500:] if log.exists() else 'none'}")
+        return "\n".join(out)
 
     # --- down ----------------------------------------------------------------------------------------
     def down(self) -> None:

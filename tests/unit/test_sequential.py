@@ -152,5 +152,22 @@ def test_next_pairs_most_informative_first_within_the_budget():
     assert spent.final and spent.alpha_spent == pytest.approx(0.05) and next_pairs([spent], 1e9) == []
 
 
+def test_a_rounds_budget_decides_whole_claims_cheapest_first():
+    # study 001 run E's second round: a point many claims read (their worth summed) was wanted 119 more times by
+    # one of them, and took the whole round; the claims that needed a few there and a few at a point of their
+    # own got nothing at their own, so none of them could be decided
+    def undecided(needs):
+        return sequential.Judgement("undecided", "", 0.0, look=1, max_looks=3, needs=needs,
+                                    parts=[[k, 1.0, 1.0, 3] for k in needs])
+    hard = undecided({"shared": 60})
+    easy = [undecided({"shared": 5, f"own{i}": 5}) for i in range(6)]
+    cost = {"shared": 4.7, **{f"own{i}": 8.0 for i in range(6)}}
+    out = dict(next_pairs([hard, *easy], 300, cost))
+    assert sum(n * cost[k] for k, n in out.items()) <= 300
+    for j in easy:   # every easy claim gets all it needs
+        assert all(out.get(k, 0) >= n for k, n in j.needs.items()), out
+    assert out["shared"] > 5   # and what is left still goes where the hard claim needs it
+
+
 def test_plan_is_the_first_pass():
     assert sequential.plan(["s#0", "s#1"], DESIGN) == {"s#0": 3, "s#1": 3}
