@@ -144,7 +144,8 @@ def test_bad_input_is_one_line_exit_2_nothing_set_up(ccrig, field, value, named)
 
 def test_a_connection_whose_retransmissions_are_lost_is_seen_backing_off(two_nodes):
     """The kernel's word for a flow the path stalls (Workload.backing_off): none while iperf3's data flows, then,
-    with every packet a -> b dropped, ss's backoff with TCP's own RTO and bytes acked."""
+    with every packet a -> b dropped, ss's backoff with TCP's own RTO and bytes acked, also after the client
+    closed its end."""
     from types import SimpleNamespace
     from ccrig.experiments.workloads.bulk import Bulk
     from support.wait import listening, until
@@ -169,6 +170,14 @@ def test_a_connection_whose_retransmissions_are_lost_is_seen_backing_off(two_nod
         backoff, rto, acked_bytes = (float(w) for w in re.fullmatch(r"backoff (\d+), rto ([\d.]+) ms, (\d+) bytes "
                                                                        r"acked", said).groups())
         assert backoff >= 1 and rto >= 200 and acked_bytes > 0, said   # Linux's RTO floor; data had flowed
+        # the client closes with its data unacked (its time is up): the socket backs off in FIN-WAIT-1 (CLOSING once
+        # the server, its control connection gone, closes too), and is still the path's to refuse
+        client.kill()
+        client.wait(10)
+        closed = lambda: [ln for ln in two_nodes.run("a", ["ss", "-Htna", "sport", "=", f":{cport}"], check=False)
+                          .stdout.splitlines() if ln.split()[0] in ("FIN-WAIT-1", "CLOSING", "LAST-ACK")]
+        until(closed, 30, "the data connection closed by the client, its FIN unacknowledged")
+        assert until(lambda: Bulk().backing_off(two_nodes, flow), 30, "the closing connection backing off")
     finally:
         for p in (client, server):
             if p is not None:
