@@ -60,15 +60,22 @@ class Workload(BaseModel):
         """Whether the flow's TCP connection is still opening (SYN-SENT): its handshake meeting the path's loss."""
         return flow.client_port in local_ports(testbed, flow.sender, ["-t", "state", "syn-sent"])
 
+    def connection(self, testbed: Testbed, flow: Flow) -> str:
+        """The flow's connection as the kernel holds it, in any connected state: its state and ss's backoff, rto,
+        bytes acked, unacked, cwnd and lastsnd, e.g. "FIN-WAIT-1 backoff:6 rto:64000 ..."; "none" without one.
+        A client whose time is up closes with data still unacked and backs off in FIN-WAIT-1 or CLOSING."""
+        out = testbed.run(flow.sender, ["ss", "-Htni", "state", "connected", "sport", "=", f":{flow.client_port}"],
+                          check=False).stdout
+        if not out.strip():
+            return "none"
+        said = re.findall(r"\b(backoff|rto|bytes_acked|unacked|cwnd|lastsnd):([\d.]+)", out)
+        return " ".join([out.split()[0], *(f"{k}:{v}" for k, v in said)])
+
     def backing_off(self, testbed: Testbed, flow: Flow) -> str | None:
         """What the kernel says of the flow's connection if it holds it in retransmission-timeout backoff (ss's
         `backoff:N`: its retransmissions lost one after another, by the path or by a fault that stalled the
         socket), e.g. "backoff 6, rto 64000 ms, 0 bytes acked"; None if it is not backing off."""
-        # every connected state: a client whose time is up closes its socket with data still unacked (FIN-WAIT-1)
-        # and backs off there (study 001, PER 0.4 at 100 Mbit/s: "did not finish within 60 s", not rerun)
-        out = testbed.run(flow.sender, ["ss", "-Htni", "state", "connected", "sport", "=", f":{flow.client_port}"],
-                          check=False).stdout
-        said = dict(re.findall(r"\b(backoff|rto|bytes_acked):([\d.]+)", out))
+        said = dict(re.findall(r"\b(backoff|rto|bytes_acked):([\d.]+)", self.connection(testbed, flow)))
         if "backoff" not in said:
             return None
         return f"backoff {said['backoff']}, rto {said.get('rto', '?')} ms, {said.get('bytes_acked', 0)} bytes acked"

@@ -160,7 +160,7 @@ def test_a_connection_whose_retransmissions_are_lost_is_seen_backing_off(two_nod
                                        "--cport", str(cport), "--time", "120"])
         acked = lambda: two_nodes.run("a", ["ss", "-Htni", "sport", "=", f":{cport}"], check=False).stdout
         until(lambda: "bytes_acked" in acked(), 30, "iperf3's data connection carrying data")
-        assert Bulk().backing_off(two_nodes, flow) is None
+        assert Bulk().backing_off(two_nodes, flow) is None and Bulk().connection(two_nodes, flow).startswith("ESTAB")
         # at b's ingress, as a router's loss is: dropped on a's own egress, TCP sees the local drop and never
         # times out (it sends again when the qdisc takes packets)
         drop = program.LinkDropper(two_nodes, "a", "b", two_nodes.egress_device("b", "a"), hook="ingress")
@@ -178,6 +178,7 @@ def test_a_connection_whose_retransmissions_are_lost_is_seen_backing_off(two_nod
                           .stdout.splitlines() if ln.split()[0] in ("FIN-WAIT-1", "CLOSING", "LAST-ACK")]
         until(closed, 30, "the data connection closed by the client, its FIN unacknowledged")
         assert until(lambda: Bulk().backing_off(two_nodes, flow), 30, "the closing connection backing off")
+        assert Bulk().connection(two_nodes, flow).split()[0] in ("FIN-WAIT-1", "CLOSING", "LAST-ACK")
     finally:
         for p in (client, server):
             if p is not None:

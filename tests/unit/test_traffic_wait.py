@@ -24,10 +24,14 @@ class Slow(Stalled):
     def backing_off(self, testbed, flow):
         return None
 
+    def connection(self, testbed, flow):
+        return "ESTAB rto:204 bytes_acked:1 unacked:10 cwnd:1"
+
 
 @pytest.mark.parametrize("workload, error, words", [
     (Stalled(), PathError, "retransmission-timeout backoff after 0.2 s (backoff 6, rto 64000 ms, 0 bytes acked)"),
-    (Slow(), RunError, "iperf3 client of flow 9 did not finish within 0.2 s")])
+    (Slow(), RunError, "iperf3 client of flow 9 did not finish within 0.2 s (its connection: ESTAB rto:204 "
+                       "bytes_acked:1 unacked:10 cwnd:1)")])
 def test_a_client_past_its_deadline(tmp_path, workload, error, words):
     traffic = Traffic(None, [Flow(workload, 9, "reno", "reno", "s1", "d1", 0.0, 1.0)], tmp_path)
     traffic.clients[9] = subprocess.Popen(["sleep", "60"])
