@@ -299,26 +299,41 @@ def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[s
     open_ = [j for j in judgements
              if j.verdict == "undecided" and not j.final and j.look < j.max_looks and j.needs]
     cost = (lambda k: cost_s.get(k, 1.0)) if isinstance(cost_s, dict) else (lambda k: float(cost_s))
+    needs = {id(j): _by_unit(j.needs) for j in open_}
     given: dict[str, int] = {}
     left = float(budget_left_s)
 
     def extra(j: Judgement) -> float:
-        return sum(max(0, n - given.get(k, 0)) * cost(k) for k, n in j.needs.items())
+        return sum(max(0, n - given.get(u, 0)) * cost(u) for u, n in needs[id(j)].items())
 
-    waiting = sorted(open_, key=lambda j: sorted(j.needs.items()))   # ties: a fixed order, not the data's
+    waiting = sorted(open_, key=lambda j: sorted(needs[id(j)].items()))   # ties: a fixed order, not the data's
     while waiting:
         j = min(waiting, key=extra)
         if extra(j) > left:
             break
         waiting.remove(j)
         left -= extra(j)
-        for k, n in j.needs.items():
-            given[k] = max(given.get(k, 0), n)
+        for u, n in needs[id(j)].items():
+            given[u] = max(given.get(u, 0), n)
     more = _most_informative(open_, given, left, cost)
     out = dict(given)
     for k, n in more:
         out[k] = out.get(k, 0) + n
     return [(k, n) for k, n in out.items() if n > 0]
+
+
+def _unit(point: str) -> str:
+    """What a repetition of a point runs: a PAUSE point's run without PAUSE (SPEC#INDEX/baseline) is part of each
+    of the point's pairs, and costs nothing beside it (priced apart, study 000 run D's rounds bought half what
+    their share paid for, and 6 of its 30 minutes went unspent)."""
+    return point.split("/", 1)[0]
+
+
+def _by_unit(need: dict[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for point, n in need.items():
+        out[_unit(point)] = max(out.get(_unit(point), 0), n)
+    return out
 
 
 def _most_informative(judgements: list[Judgement], given: dict[str, int], budget_left_s: float, cost
@@ -329,13 +344,14 @@ def _most_informative(judgements: list[Judgement], given: dict[str, int], budget
     for j in judgements:
         total = sum(c * c * v / n for _, c, v, n in j.parts if n > 0) or 1.0
         for key, coef, var, n in j.parts:
-            more = j.needs.get(key, 0) - given.get(key, 0)
+            unit = _unit(key)
+            more = j.needs.get(key, 0) - given.get(unit, 0)
             if more <= 0:
                 continue
-            want[key] = max(want.get(key, 0), more)
-            n += given.get(key, 0)
+            want[unit] = max(want.get(unit, 0), more)
+            n += given.get(unit, 0)
             gain = coef * coef * var * (1 / n - 1 / (n + more)) / total if var > 0 else 1.0
-            worth[key] = worth.get(key, 0.0) + gain
+            worth[unit] = worth.get(unit, 0.0) + gain
     order = sorted(want, key=lambda k: (-worth[k] / (want[k] * max(cost(k), 1e-9)), k))
     out, left = [], float(budget_left_s)
     for key in order:

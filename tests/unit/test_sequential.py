@@ -169,5 +169,16 @@ def test_a_rounds_budget_decides_whole_claims_cheapest_first():
     assert out["shared"] > 5   # and what is left still goes where the hard claim needs it
 
 
+def test_a_pause_points_run_without_pause_is_priced_with_its_pair():
+    # each pair of a PAUSE point runs it with PAUSE and without (SPEC#I/baseline): one cost, both counts raised
+    # (raise_wants). Priced apart, study 000 run D's rounds bought half what their share paid for.
+    def undecided(point):
+        return sequential.Judgement("undecided", "", 0.0, look=1, max_looks=3,
+                                    needs={point: 10, f"{point}/baseline": 10},
+                                    parts=[[point, 1.0, 1.0, 3], [f"{point}/baseline", -1.0, 1.0, 3]])
+    out = next_pairs([undecided("files#0"), undecided("files#1")], 100, 5.0)
+    assert sorted(out) == [("files#0", 10), ("files#1", 10)]
+
+
 def test_plan_is_the_first_pass():
     assert sequential.plan(["s#0", "s#1"], DESIGN) == {"s#0": 3, "s#1": 3}
