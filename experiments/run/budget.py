@@ -241,9 +241,8 @@ class Loop:
         # its costs' error (001 run D: 2821 s planned at look 1, 3300 s taken, a 60 min budget ended at 68)
         share = None if final else max(left / max(1, self.design.max_looks - look), min(cost.values()))
         pairs = [] if final else next_pairs([r.judgement for r in results if r.judgement is not None], share,
-                                            {q: cost[parse_key(p)[0]] for r in results if r.judgement
-                                             for p in [part[0] for part in r.judgement.parts]
-                                             for q in (p, p.split("/", 1)[0])})
+                                            {key(*parse_key(p)): cost[parse_key(p)[0]] for r in results
+                                             if r.judgement for p in [part[0] for part in r.judgement.parts]})
         undecided = [r for r in results if r.verdict not in DECIDED]
         if not final and undecided and not pairs:
             # no look follows after all (nothing affordable, or nothing would decide them): this look is the
