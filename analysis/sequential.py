@@ -220,7 +220,7 @@ def _needs_text(need: dict[str, int], rule: Rule) -> str:
         if rule.kind == "sided" and rule.margin == 0:
             return "the means are equal and the claim has no margin: no number of repetitions decides it"
         return f"more than {MORE_CAP} repetitions per point would be needed"
-    total = sum(need.values())
+    total = sum(_by_unit(need).values())   # a PAUSE point's baseline runs in its pairs: not counted twice
     where = ", ".join(f"{n} at {k}" for k, n in need.items())
     at = " at the observed difference" if rule.kind == "sided" and rule.margin == 0 else ""
     return f"needs ~{total} more repetition(s) for {100 * POWER:.0f} % power{at} ({where})"

@@ -213,5 +213,10 @@ def test_a_pause_points_run_without_pause_is_priced_with_its_pair():
     assert sorted(out) == [("files#0", 10), ("files#1", 10)]
 
 
+def test_a_pause_points_need_counts_its_pairs_once():
+    text = sequential._needs_text({"files#1": 10, "files#1/baseline": 10, "files#2": 5}, Rule(margin=1.0))
+    assert text.startswith("needs ~15 more repetition(s)"), text
+
+
 def test_plan_is_the_first_pass():
     assert sequential.plan(["s#0", "s#1"], DESIGN) == {"s#0": 3, "s#1": 3}
