@@ -62,8 +62,10 @@ def needs(points: list[Point], commands: Commands, prefix: str) -> list[Need]:
     out += bed.needs(points[0].experiment)
     out += looking_inside(points, bed)
     # on a remote testbed the kernels that matter are the hosts': their laws are checked on each host before
-    # anything is loaded (tcp_modules.manager.CcSet), their tools when the testbed connects
-    local = not bed.remote
+    # anything is loaded (tcp_modules.manager.CcSet), their tools when the testbed connects; a testbed that runs
+    # elsewhere (the vm) brings its own kernel, whose disciplines and laws the run's preflight in the guest checks
+    # (this kernel's lack of netem said `ccrig preflight --set testbed=vm` could not run what the guest runs)
+    local = not bed.remote and not bed.elsewhere
     if local and kinds and os.geteuid() == 0 and shutil.which("tc"):
         have = probe.available(commands, prefix)
         for kind, by in kinds.items():
