@@ -90,7 +90,8 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
     if by_kernel:
         return _by_kernel(name, out, seed, resume, specs, testbed, options)
     try:
-        study_dir = run_study(name, out, resume=resume, only=_specs(specs), testbed=testbed, seed=seed, **options)
+        study_dir = run_study(name, out, resume=resume, only=_specs(specs), testbed=testbed, seed=seed,
+                              report=report and not specs, **options)
     except RunError as e:
         # a failed spec leaves the others' results: their claims are judged all the same (the failed spec's
         # claims are not applicable), then the failure is said

@@ -18,7 +18,9 @@ study.json is the shared state: each spec's record says how many repetitions eac
 only in the outer study; `--resume DIR` continues it where it stopped (the time spent is in study.json).
 
 Without --budget the same loop makes one look with the whole error rate (a design of one look) after the
-first pass. Budget spent counts the study's wall time in this loop, the first pass included.
+first pass. Budget spent counts the study's wall time in this loop, the first pass included; the rounds leave
+what the claims and figures after the loop take (reserve(): 2.5 s a point) and the last round a tenth of what is
+left, so that the command ends within its --budget.
 
 Why the stated error rate holds (sequential.py's union bound over looks): every look judges every claim at
 that look's increment of alpha, and the verdict reported is the last look's; a wrong holds/fails reported is a
@@ -48,6 +50,12 @@ LOOKS = 3          # looks at most with --budget: the design tests/unit/test_seq
 K0 = Design.k0     # the first pass's repetitions per point, as the design declares it (a study.yaml may say k0)
 DEFAULT_COST_S = 60.0   # a pair's cost before any was measured (no spec has finished one yet)
 DECIDED = ("holds", "fails", "no-difference", "not-applicable")
+# What follows the loop inside the same --budget: the claims and each run's figures. Study 001 run G (39 points,
+# 2026-11-29) drew them in 95 s after its loop had spent its 30 min, so the command took 32.5 min
+REPORT_S_PER_POINT = 2.5
+# The last round is planned this much short of what is left: rounds ran 0.93-1.10 of their plan (runs E-G: a
+# rerun after a 60 s timeout, lone reruns at a round's end), and nothing after it can make up an overrun
+LAST_ROUND_CUSHION = 0.1
 
 
 def parse_budget(text: str) -> float:
@@ -102,6 +110,12 @@ def first_pass(points: dict[str, dict[int, tuple[int, int]]], d: Design) -> dict
     (points: points_of). Keys are strings, as study.json holds them."""
     want = plan([key(s, i) for s, pts in points.items() for i in pts], d)
     return {s: {str(i): max(want[key(s, i)], n) for i, (n, _) in pts.items()} for s, pts in points.items()}
+
+
+def reserve(points: dict[str, dict[int, tuple[int, int]]]) -> float:
+    """The seconds kept for the claims and figures after the loop (points: points_of), so that --budget bounds
+    the command's wall time, not only the loop's."""
+    return REPORT_S_PER_POINT * sum(pairs for pts in points.values() for _, pairs in pts.values())
 
 
 def given_time(planned: dict, state: dict) -> dict:
@@ -180,7 +194,8 @@ class Hooks:
 class Loop:
     """The loop over one study directory's state; `live` is what the display shows."""
 
-    def __init__(self, hooks: Hooks, d: Design, budget_s: float | None, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, hooks: Hooks, d: Design, budget_s: float | None, clock: Callable[[], float] = time.monotonic,
+                 reserve_s: float = 0.0):
         self.h, self.clock = hooks, clock
         state = hooks.read()
         loop = state.setdefault("loop", {"budget_s": None, "spent_s": 0.0, "looks": []})
@@ -192,6 +207,7 @@ class Loop:
         loop["design"] = d.describe()
         hooks.write(state)
         self.budget_s = loop["budget_s"]
+        self.reserve_s = reserve_s   # for what the command does after the loop (reserve())
         self.spent_before = float(loop.get("spent_s") or 0)
         self.started = clock()
         self.live = {"look": len(loop["looks"]), "max_looks": d.max_looks, "decided": None, "undecided": None}
@@ -201,6 +217,11 @@ class Loop:
 
     def left(self) -> float | None:
         return None if self.budget_s is None else max(0.0, self.budget_s - self.spent())
+
+    def usable(self) -> float | None:
+        """What rounds may still spend: the budget left less the reserve for the claims and figures."""
+        left = self.left()
+        return None if left is None else max(0.0, left - self.reserve_s)
 
     def _save(self, state: dict) -> dict:
         state["loop"]["spent_s"] = round(self.spent(), 1)
@@ -234,12 +255,14 @@ class Loop:
         measured = costs(state, self.h.run_dirs(state))
         pace = _pace(loop["looks"], self.spent(), measured)
         cost = {s: c * pace for s, c in measured.items()}
-        left = self.left()
-        final = look >= self.design.max_looks or left is None or left < min(cost.values())
+        left, usable = self.left(), self.usable()
+        final = look >= self.design.max_looks or usable is None or usable < min(cost.values())
         results = self.h.judge(look, final, self.design)
         # the rounds still to come share what is left: a round planned with every second left overran it by
         # its costs' error (001 run D: 2821 s planned at look 1, 3300 s taken, a 60 min budget ended at 68)
-        share = None if final else max(left / max(1, self.design.max_looks - look), min(cost.values()))
+        rounds = max(1, self.design.max_looks - look)
+        share = None if final else max(usable / rounds * (1 - LAST_ROUND_CUSHION if rounds == 1 else 1),
+                                       min(cost.values()))
         pairs = [] if final else next_pairs([r.judgement for r in results if r.judgement is not None], share,
                                             {key(*parse_key(p)): cost[parse_key(p)[0]] for r in results
                                              if r.judgement for p in [part[0] for part in r.judgement.parts]})
@@ -252,6 +275,7 @@ class Loop:
             undecided = [r for r in results if r.verdict not in DECIDED]
         entry = {"look": look, "final": final, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "spent_s": round(self.spent(), 1), "budget_left_s": None if left is None else round(left, 1),
+                 "reserve_s": round(self.reserve_s, 1),
                  "verdicts": {r.id: r.verdict for r in results}, "decided": len(results) - len(undecided),
                  "undecided": len(undecided), "cost_per_pair_s": {s: round(c, 1) for s, c in cost.items()},
                  "pace": round(pace, 3)}
@@ -259,7 +283,7 @@ class Loop:
         if not undecided:
             loop["stopped"] = "every claim is decided"
         elif final:
-            loop["stopped"] = self._why_final(look, left, cost)
+            loop["stopped"] = self._why_final(look, usable, cost)
         else:
             added = raise_wants(state, pairs)
             entry["added"] = {f"{s}#{i}": n for s, more in added.items() for i, n in more.items()}
@@ -280,7 +304,9 @@ class Loop:
         if look >= self.design.max_looks:
             return f"the design's last look ({self.design.max_looks})"
         if left < min(cost.values()):
-            return f"the budget is spent ({_minutes(left)} left, a pair costs at least {min(cost.values()):.0f} s)"
+            kept = f" beside {self.reserve_s:.0f} s kept for the claims and figures" if self.reserve_s else ""
+            return (f"the budget is spent ({_minutes(left)} left{kept}, a pair costs at least "
+                    f"{min(cost.values()):.0f} s)")
         return "more repetitions within the budget would decide no undecided claim"
 
 

@@ -168,11 +168,12 @@ def new_state(study: Study, folder: Path, quick: bool, seed: int | None = None) 
 def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = None, prometheus: str = "auto",
         prometheus_root: Path = Path("results/prometheus"), progress: bool = True, only: list[str] | None = None,
         testbed: str | None = None, say=print, jobs: int | str = 1, budget: float | None = None,
-        seed: int | None = None) -> Path:
+        seed: int | None = None, report: bool = True) -> Path:
     """Runs the study's specs not yet finished in the study directory (new, or `resume`), then its loop of looks
     (experiments/run/budget.py: one look without `budget` seconds); returns the directory. A spec that fails is
     recorded and the others still run; RunError at the end names the failed ones. With `only` (a part of a
-    study: the vm guest's share) it runs those specs as study.json wants them, and no loop."""
+    study: the vm guest's share) it runs those specs as study.json wants them, and no loop. report: the caller
+    writes the claims and figures after this returns (the budget keeps time for them)."""
     study, folder = load(name)
     name = study.name
     if only:
@@ -217,7 +218,8 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         return failed
 
     failed = (run_specs([s for s, r in read_state(study_dir)["specs"].items() if s in only and r["status"] != "done"],
-                        progress) if only else _loop(study_dir, d, budget, run_specs, planned, progress, say))
+                        progress) if only else _loop(study_dir, d, budget, run_specs, planned, progress, say,
+                                                     report))
     state = read_state(study_dir)
     state["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     write_state(study_dir, state)
@@ -268,16 +270,17 @@ def _where(folder: Path, study: Study, entries: list[SpecEntry], planned: dict, 
     return local, guest
 
 
-def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: dict, progress: bool, say
-          ) -> list[str]:
-    """The loop of looks (budget.Loop), with its live display when asked (the runs' own bars off: one at a time)."""
+def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: dict, progress: bool, say,
+          report: bool = True) -> list[str]:
+    """The loop of looks (budget.Loop), with its live display when asked (the runs' own bars off: one at a time);
+    with a budget and a report to follow, the loop keeps time for the report (budget.reserve)."""
     points = budgets.points_of(planned)
     hooks = budgets.Hooks(read=lambda: read_state(study_dir), write=lambda s: write_state(study_dir, s),
                           run_dirs=lambda s: {k: run_dir_of(study_dir, r) or budgets.begun(study_dir, planned.get(k))
                                               for k, r in s["specs"].items()},
                           run_specs=lambda specs: run_specs(specs, False),
                           judge=lambda look, final, d: verdicts(study_dir, look, final, d)[2], say=say)
-    loop = budgets.Loop(hooks, d, budget)
+    loop = budgets.Loop(hooks, d, budget, reserve_s=budgets.reserve(points) if budget is not None and report else 0.0)
     # SIGTERM between runs too (judging, choosing) ends the study as an interrupted one: --resume goes on
     with status_display(progress, lambda: budgets.status(loop, hooks.read(), points)), trapped():
         return loop.run()

@@ -75,9 +75,9 @@ class World:
             out.append(type("V", (), {"id": cid, "verdict": j.verdict, "judgement": j})())
         return out
 
-    def loop(self, budget_s, k0: int = 3) -> budget.Loop:
+    def loop(self, budget_s, k0: int = 3, reserve_s: float = 0.0) -> budget.Loop:
         d = budget.design(k0, budget_s is not None)
-        return budget.Loop(self.hooks(), d, budget_s, clock=lambda: self.now)
+        return budget.Loop(self.hooks(), d, budget_s, clock=lambda: self.now, reserve_s=reserve_s)
 
 
 def test_budget_values_parse_and_bad_ones_name_the_field():
@@ -152,6 +152,28 @@ def test_rounds_costlier_than_the_first_pass_stay_within_the_budget(tmp_path):
     looks = w.state["loop"]["looks"]
     assert w.now <= 200.0, (w.now, looks)
     assert looks[1]["pace"] == pytest.approx(13.0 / 11.5, rel=1e-3)   # 78 s taken for 6 pairs of 11.5 s measured
+
+
+def test_the_claims_and_figures_reserve_is_kept_out_of_the_rounds(tmp_path):
+    # study 001 run G: the loop spent its 1800 s and the claims and figures took 95 s more; with the reserve the
+    # command's wall time is what --budget says
+    w = World(tmp_path, {"a": (10.0, 1.0), "b": (10.0, 1.0)}, {"c": ("a", "b", 0.0)}, cost=10.0)
+    w.loop(200.0, reserve_s=50.0).run()
+    loop = w.state["loop"]
+    assert w.now <= 150.0, (w.now, loop["looks"])
+    assert all(e["reserve_s"] == 50.0 for e in loop["looks"])
+    assert budget.reserve({"x": {0: (3, 1), 1: (3, 1)}, "p": {0: (3, 2)}}) == pytest.approx(
+        4 * budget.REPORT_S_PER_POINT)   # a PAUSE point's run without PAUSE has figures of its own
+
+
+def test_the_last_round_is_planned_short_of_what_is_left(tmp_path):
+    # a margin the budget cannot reach: every round buys all its share (without the cushion, 400 s of 400)
+    w = World(tmp_path, {"a": (10.0, 1.0), "b": (10.0, 1.0)}, {"c": ("a", "b", 0.5)}, cost=10.0)
+    w.loop(400.0).run()
+    last = [e for e in w.state["loop"]["looks"] if e.get("added")][-1]
+    assert last["look"] == 2, w.state["loop"]["looks"]   # the design's last round
+    assert sum(last["added"].values()) * 10.0 <= last["budget_left_s"] * 0.9 + 1e-9, w.state["loop"]["looks"]
+    assert w.now <= 385.0, w.state["loop"]["looks"]
 
 
 def test_a_budget_the_first_pass_uses_up_gives_one_final_look(tmp_path):
