@@ -7,7 +7,7 @@ import subprocess
 import time
 
 from ccrig.commands import Commands
-from ccrig.topologies.testbeds.netns import NETNS_DIR, remove_namespace
+from ccrig.topologies.testbeds.netns import NETNS_DIR, remove_namespace, remove_namespaces
 
 
 def test_a_process_entering_during_removal_goes_with_the_namespace():
@@ -31,6 +31,49 @@ def test_a_process_entering_during_removal_goes_with_the_namespace():
         os.kill(pid, 9)
     assert not (NETNS_DIR / ns).exists()
     assert left == [], "a process is left in the removed namespace"
+
+
+def test_a_namespace_made_beside_a_removal_keeps_its_processes():
+    # study 001 run I: a pair's teardown freed its namespaces, the kernel gave one's inode number to a namespace
+    # another pair was making that moment, and the teardown's last pass, matching by that number, SIGTERMed the
+    # other pair's `ip -batch`. Here the other pair's namespace is made, and a process started in it, right after
+    # the deletion and before that last pass (the real commands, run at that point)
+    gone, new = f"ccrig-t{os.getpid()}-gone", f"ccrig-t{os.getpid()}-new"
+    subprocess.run(["ip", "netns", "add", gone], check=True)
+    gone_inode = os.stat(NETNS_DIR / gone).st_ino
+    beside: list[subprocess.Popen] = []
+    reused: list[bool] = []
+
+    class Beside(Commands):
+        def batch(self, argv, lines, ns=None, timeout=60):
+            super().batch(argv, lines, ns, timeout)
+            if not beside:
+                # the number comes free once the kernel has destroyed the namespace, a moment later: namespaces are
+                # made (and dropped) until one gets it or 5 s pass, as pairs beside would
+                deadline = time.monotonic() + 5
+                while True:
+                    subprocess.run(["ip", "netns", "add", new], check=True)
+                    inode = os.stat(NETNS_DIR / new).st_ino
+                    if inode == gone_inode or time.monotonic() > deadline:
+                        break
+                    subprocess.run(["ip", "netns", "delete", new], check=True)
+                reused.append(inode == gone_inode)
+                beside.append(subprocess.Popen(["ip", "netns", "exec", new, "sleep", "600"], start_new_session=True))
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and beside[0].pid not in _inside(inode):
+                    time.sleep(0.02)
+
+    try:
+        remove_namespaces([gone], Beside(None))
+        assert beside, "the deletion never ran"
+        assert not (NETNS_DIR / gone).exists()
+        assert beside[0].poll() is None, f"the process in the namespace made beside was stopped ({beside[0].poll()})"
+        assert reused == [False], "the removed namespace's number went to another while it was being removed"
+    finally:
+        for p in beside:
+            os.killpg(p.pid, 9)
+            p.wait()
+        subprocess.run(["ip", "netns", "delete", new], check=False)
 
 
 def _inside(inode: int) -> list[int]:

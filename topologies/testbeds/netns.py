@@ -185,21 +185,33 @@ def _pids_by_inode(inodes: dict[int, str], names) -> dict[str, list[int]]:
 def remove_namespaces(names: list[str], commands: Commands) -> None:
     """Kills every process in the namespaces, then deletes them (their veths and qdiscs go with them).
     Best effort: never raises."""
-    names = [n for n in names if (NETNS_DIR / n).exists()]
-    if not names:
-        return
-    inodes = _inodes(names)
-    in_them = lambda: [p for lst in _pids_by_inode(inodes, names).values() for p in lst]
-    stop_pids(in_them)
+    # each namespace held open until the last pass: a namespace nobody holds is freed with its name, and the
+    # kernel gives its inode number to the next one made (the lowest free); a pair setting up beside then took
+    # it, and its `ip -batch`, inside the new namespace while it made it, was SIGTERMed as this one's orphan
+    # (study 001 run I, 2026-11-29)
+    held = {}
+    for n in names:
+        try:
+            held[n] = os.open(NETNS_DIR / n, os.O_RDONLY)
+        except OSError:
+            pass
     try:
-        commands.batch(["ip", "-force", "-batch", "-"], [["netns", "delete", n] for n in names])
-    except Exception:
-        for n in names:
-            commands.ok(["ip", "netns", "delete", n])
-    # a process that entered a namespace after the last pass (an orphan of a killed run finishing its `ip netns
-    # exec`) would keep it alive unnamed, out of every later clean's sight: found by the inode, which outlives
-    # the name
-    stop_pids(in_them)
+        names = list(held)
+        inodes = {os.fstat(fd).st_ino: n for n, fd in held.items()}
+        in_them = lambda: [p for lst in _pids_by_inode(inodes, names).values() for p in lst]
+        stop_pids(in_them)
+        try:
+            commands.batch(["ip", "-force", "-batch", "-"], [["netns", "delete", n] for n in names])
+        except Exception:
+            for n in names:
+                commands.ok(["ip", "netns", "delete", n])
+        # a process that entered a namespace after the last pass (an orphan of a killed run finishing its `ip
+        # netns exec`) would keep it alive unnamed, out of every later clean's sight: found by the inode, which
+        # outlives the name (and is still this namespace's: held above)
+        stop_pids(in_them)
+    finally:
+        for fd in held.values():
+            os.close(fd)
 
 
 def remove_namespace(ns: str, commands: Commands) -> None:
