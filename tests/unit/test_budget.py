@@ -31,6 +31,7 @@ class World:
         self.values = {s: [] for s in truth}
         self.said: list[str] = []
         self.interrupt_at_round: int | None = None
+        self.failing: set[str] = set()   # specs one of whose pairs failed (each round they run in says so)
         first = budget.first_pass({s: {0: (1, 1)} for s in truth}, budget.design(k0, True))
         self.state = {"specs": {s: {"status": "pending", "run_dir": None, "repetitions": first[s]} for s in truth}}
 
@@ -65,7 +66,7 @@ class World:
                 self.now += cost
                 rec["seconds"] = float(rec.get("seconds") or 0) + cost
             rec["status"] = "done"
-        return []
+        return [f"{s}: 1 repetition(s) failed" for s in specs if s in self.failing]
 
     def _judge(self, look: int, final: bool, design) -> list:
         out = []
@@ -174,6 +175,14 @@ def test_the_last_round_is_planned_short_of_what_is_left(tmp_path):
     assert last["look"] == 2, w.state["loop"]["looks"]   # the design's last round
     assert sum(last["added"].values()) * 10.0 <= last["budget_left_s"] * 0.9 + 1e-9, w.state["loop"]["looks"]
     assert w.now <= 385.0, w.state["loop"]["looks"]
+
+
+def test_a_spec_that_failed_is_named_once_whatever_the_rounds_it_ran_in(tmp_path):
+    w = World(tmp_path, {"a": (10.0, 1.0), "b": (10.0, 1.0)}, {"c": ("a", "b", 0.5)}, cost=10.0)
+    w.failing = {"a"}
+    failed = w.loop(400.0).run()
+    assert sum("a" in r for r in w.runs) >= 2, w.runs   # spec a ran in more than one round
+    assert failed == ["a: 1 repetition(s) failed"]
 
 
 def test_a_budget_the_first_pass_uses_up_gives_one_final_look(tmp_path):
