@@ -195,6 +195,8 @@ def remove_namespaces(names: list[str], commands: Commands) -> None:
             held[n] = os.open(NETNS_DIR / n, os.O_RDONLY)
         except OSError:
             pass
+    if not held:
+        return
     try:
         names = list(held)
         inodes = {os.fstat(fd).st_ino: n for n, fd in held.items()}
