@@ -69,9 +69,10 @@ def test_a_namespace_made_beside_a_removal_keeps_its_processes():
         assert not (NETNS_DIR / gone).exists()
         assert beside[0].poll() is None, f"the process in the namespace made beside was stopped ({beside[0].poll()})"
         assert reused == [False], "the removed namespace's number went to another while it was being removed"
-    finally:
+    finally:   # nothing left behind, whether the process lived or not
         for p in beside:
-            os.killpg(p.pid, 9)
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
             p.wait()
         subprocess.run(["ip", "netns", "delete", new], check=False)
 
