@@ -280,9 +280,9 @@ def needs(est: Estimate, rule: Rule, alpha: float, power: float = POWER) -> dict
     hi = MORE_CAP * len(start)
     if enough(hi) is None:
         return {}
-    lo = 0   # enough(lo) fails or lo is 0; bisect for the least total that is enough
-    if enough(0) is not None:
+    if target_met(est, rule, alpha, power):   # nothing more planned: judge doubles such a claim instead
         return {}
+    lo = 0   # enough(lo) fails; bisect for the least total that is enough
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if enough(mid) is not None else (mid, hi)
