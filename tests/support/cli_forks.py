@@ -12,6 +12,7 @@ in the same order: {"rc", "pid", "stdout", "stderr"}; rc is the process's exit s
 a process still running at its timeout is killed (SIGKILL) and says so at the end of its stderr."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -100,6 +101,6 @@ def run(jobs: list[dict], scratch: str) -> list[dict]:
 
 
 if __name__ == "__main__":
-    import ccrig.experiments.cli.app  # noqa: F401  the imports every fork then shares
+    importlib.import_module("ccrig.experiments.cli.app")   # the imports every fork then shares
     with tempfile.TemporaryDirectory(prefix=f"ccrig-forks-{os.getpid()}-") as scratch:
         json.dump(run(json.load(sys.stdin), scratch), sys.stdout)
