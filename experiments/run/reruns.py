@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from ccrig.analysis import samples
-from ccrig.experiments.run.engine import AGAIN, ALONE
+from ccrig.experiments.run.engine import AGAIN, ALONE, named
 
 RERUNS = 2   # a pair runs at most 1 + RERUNS times: a fault twice in a row is the point's, not bad luck
 FORCE_ENV = "CCRIG_FORCE_INTERFERENCE"
@@ -43,8 +43,9 @@ def _entry(pair: tuple, attempt: int, why: str, beside: bool) -> dict:
 
 
 class Reruns:
-    def __init__(self, archive, summary: dict, say=print, limit: int = RERUNS):
-        self.archive, self.summary, self.say, self.limit = archive, summary, say, limit
+    def __init__(self, archive, summary: dict, say=print, limit: int = RERUNS, name: str = ""):
+        """name: the spec's, in every line said (a study runs its specs side by side; their points share numbers)."""
+        self.archive, self.summary, self.say, self.limit, self.name = archive, summary, say, limit, name
         self.spoiled: dict[tuple, int] = {}        # pair -> its attempts spoiled so far
         self.given_up: dict[tuple, str] = {}       # pair -> why its point is unmeasurable
 
@@ -69,7 +70,7 @@ class Reruns:
             self.given_up[pair] = f"repetition {pair[1]} was spoiled in {n + 1} attempts, the last: {why}"
             self.summary.setdefault("reruns", []).append({**entry, "kept": "as the pair's record, left out of "
                                                           "every verdict (the point is unmeasurable)"})
-            self.say(f"warning: point {pair[0]} repetition {pair[1]} spoiled in {n + 1} attempts ({why}); "
+            self.say(f"warning: {self._named(pair)} spoiled in {n + 1} attempts ({why}); "
                      f"its point is unmeasurable")
             return None
         # interference is the likely cause of a limited machine and of a collector falling behind, not of the
@@ -98,8 +99,11 @@ class Reruns:
         self.summary.setdefault("reruns", []).append(
             {**entry, "excluded": str(folder.relative_to(self.archive.path)), "started_at": started,
              "excluded_at": time.time(), "rerun": "alone" if alone else "as any pair"})
-        self.say(f"point {pair[0]} repetition {pair[1]} spoiled ({why}); running it again"
+        self.say(f"{self._named(pair)} spoiled ({why}); running it again"
                  f"{' alone' if alone else ''} (attempt {entry['attempt'] + 1} of at most {self.limit + 1})")
+
+    def _named(self, pair: tuple) -> str:
+        return named((self.name, *pair) if self.name else pair)
 
     def _exclude(self, pair: tuple, record: dict, why: str, attempt: int):
         """The attempt's folder moved to points/NNN/excluded/, its record written there with the reason."""

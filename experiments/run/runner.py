@@ -279,7 +279,7 @@ class Runner:
         if self.capacity is not None:
             self.summary["admission"] = {"capacity_pps": self.capacity, "pair_cost_pps": {
                 str(i): c for i, c in costs.items()}}
-        self.reruns = Reruns(self.archive, self.summary, limit=self.opt.reruns)
+        self.reruns = Reruns(self.archive, self.summary, limit=self.opt.reruns, name=self.exp.name)
 
         def finished(pair: tuple, entry: dict | None, error: RunError | None, beside: bool = False) -> str | None:
             if error is None:

@@ -160,6 +160,16 @@ def test_a_spoiled_attempt_is_moved_aside_and_rerun_alone_then_given_up(tmp_path
     assert summary["reruns"][-1]["kept"].startswith("as the pair's record") and reruns.unmeasurable(1) == []
 
 
+def test_what_a_rerun_says_names_the_spec(tmp_path):
+    """A study runs its specs side by side and their points share numbers: each line says whose pair it is."""
+    (tmp_path / "run").mkdir()
+    archive, said = RunArchive(tmp_path / "run"), []
+    reruns = Reruns(archive, {}, said.append, limit=0, name="per_10mbit")
+    assert reruns.judge((2, 1), _attempt(archive, (2, 1), LIMITED), beside=False) is None
+    assert said == [f"warning: per_10mbit point 2 repetition 1 spoiled in 1 attempts ({spoiled(LIMITED)}); its "
+                    "point is unmeasurable"]
+
+
 def test_a_kernel_fault_beside_others_runs_again_as_any_pair_then_alone(tmp_path):
     (tmp_path / "run").mkdir()
     archive, summary = RunArchive(tmp_path / "run"), {}
