@@ -108,7 +108,7 @@ def outcome(result: dict, tmp: Path, before: set[str]) -> dict:
     # a namespace named after the case's pid that existed before the cases started is another process's, which
     # had that pid earlier (pids wrap around in a suite this long; seen: a killed run's, waiting for its test's clean)
     return {**result, "ns": sorted(n for n in namespaces() - before if n.startswith(f"ccrig-{pid}-")),
-            "before": before, "procs": processes_of(pid, tmp), "runs": sorted((tmp / "runs").glob("*"))}
+            "procs": processes_of(pid, tmp), "runs": sorted((tmp / "runs").glob("*"))}
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def results(tmp_path_factory):
     tags = {prefix_tag(f"ccrig-{pid}") for pid in pids} | {prefix_tag(CLI_PREFIX)}
     new_ccs = set(AVAILABLE.read_text().split()) - ccs_before
     left = {"ccs": sorted(n for n in new_ccs if NAME_RE.match(n) and NAME_RE.match(n).group(2) in tags),
-            "ns": sorted(n for r in done for n in namespaces() - r["before"] if n.startswith(f"ccrig-{r['pid']}-"))}
+            "ns": sorted(n for r in done for n in namespaces() - before if n.startswith(f"ccrig-{r['pid']}-"))}
     return dict(zip((c["id"] for c in cases), done)), left
 
 
