@@ -30,23 +30,20 @@ What the union bound does not cover is a sample size chosen from the data, and t
 simulation, so neither is made: the next look's repetitions come from the spread and the margin only, never
 from the observed difference (without a margin, or when the spread already meets the planned target and the
 interval still straddles a boundary, the next look doubles every point's repetitions; the basis still says what
-the observed difference would need), and they go to the points with the fewest repetitions
-first, not by each point's observed variance. Checked by simulation in tests/unit/test_sequential.py: with
+the observed difference would need), and they go to the points with the fewest repetitions first, not by each
+point's observed variance. Checked by simulation in tests/unit/test_sequential.py: with
 no true difference 4.0-4.6 % of claims end holds or fails over 3 looks (alpha 5 %; 5000 runs, 6 seeds).
 
 The API the study engine calls (pure: numbers in, decisions out):
 
     plan(points, design)                          -> {point: k0}: the first pass, k0 repetitions of every point
-    judge(estimate, rule, look, design, final)    -> Judgement: verdict, interval, alpha spent, needs (the
-                                                     repetitions per point the next look should have more)
-    next_pairs(judgements, budget_left_s, cost_s) -> [(point, n_more)]: whole claims, the cheapest to decide
-                                                     first, then the most informative points, within the budget
+    judge(estimate, rule, look, design, final)    -> Judgement: verdict, interval, alpha spent, needs
+    next_pairs(judgements, budget_left_s, cost_s) -> [(point, n_more)] within the budget (see its docstring)
 
-A point is named "SPEC#INDEX" (a PAUSE point's run without PAUSE "SPEC#INDEX/baseline"). For a study's claims
-analysis/verdicts.py builds the estimate from the summaries: evaluate(claim, archive, look, design, final)
-returns the Verdict with its Judgement, and next_pairs takes those judgements. The engine's loop: run plan();
-judge every claim at look 1; while some are undecided and budget is left, run next_pairs(), then judge again
-at the next look (final=True when no budget will be left for another).
+A point is "SPEC#INDEX" (a PAUSE point's run without PAUSE "SPEC#INDEX/baseline"). analysis/verdicts.py builds a
+claim's estimate from the summaries (evaluate(claim, archive, look, design, final) -> Verdict with its Judgement).
+The engine's loop (experiments/run/budget.py): plan(); judge every claim at look 1; while some are undecided and
+budget is left, next_pairs(), then judge at the next look (final=True when no budget is left for another).
 """
 from __future__ import annotations
 
@@ -314,38 +311,53 @@ def _fill(start: dict[str, int], total: int, parts) -> dict[str, int]:
 
 def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[str, float] | float = 1.0
                ) -> list[tuple[str, int]]:
-    """More repetitions where undecided claims that can still look again need them. Whole claims first, the
-    cheapest to decide first (what its needs add to the points' repetitions given so far, at their cost per
-    pair): a round's budget then decides as many claims as it can. By points alone, study 001 run E's second
-    round went whole to one point that one claim needed 119 more of, while claims needing 1-23 got none. What no
-    whole claim can use goes to the points still wanted, most informative first: a point's worth is the share
-    of the undecided claims' estimates' variance its repetitions remove, per second of its cost; the last point
-    that fits gets what is left. Needs come from the spread and the margin only (see needs), so the choice of
-    claims is not made from the observed differences either."""
-    open_ = [j for j in judgements
-             if j.verdict == "undecided" and not j.final and j.look < j.max_looks and j.needs]
+    """More repetitions where undecided claims that can still look again need them: three passes within the
+    budget, each funding claims the cheapest first (what its asks add to the repetitions given so far, priced):
+      1. a step for every claim, its needs capped at doubling each point (study 001 run J's second round went
+         whole to two claims' 66 pairs; three claims whose planned 118 a point no round could pay kept 3);
+      2. whole claims, so a round decides as many as it can (by points alone, run E's second round went whole to
+         one point one claim needed 119 more of, while claims needing 1-23 got none);
+      3. the points still wanted, most informative first: a point's worth is the share of the undecided claims'
+         variance its repetitions remove, per second of its cost; the last that fits gets what is left.
+    Needs come from the spread and margin (see needs), steps from the repetitions so far: never the differences."""
+    open_ = [j for j in judgements if j.verdict == "undecided" and not j.final and j.look < j.max_looks and j.needs]
     cost = (lambda k: cost_s.get(k, 1.0)) if isinstance(cost_s, dict) else (lambda k: float(cost_s))
-    needs = {id(j): _by_unit(j.needs) for j in open_}
+    whole = {id(j): _by_unit(j.needs) for j in open_}
+    step = {id(j): _step(j, whole[id(j)]) for j in open_}
     given: dict[str, int] = {}
     left = float(budget_left_s)
+    for asks in (step, whole):
+        left = _fund(open_, asks, given, left, cost)
+    out = dict(given)
+    for k, n in _most_informative(open_, given, left, cost):
+        out[k] = out.get(k, 0) + n
+    return [(k, n) for k, n in out.items() if n > 0]
 
+
+def _step(j: Judgement, need: dict[str, int]) -> dict[str, int]:
+    """A claim's needs capped at doubling each point's repetitions (a schedule no observed difference chose)."""
+    have: dict[str, int] = {}
+    for key, _, _, n in j.parts:
+        have[_unit(key)] = max(have.get(_unit(key), 0), n)
+    return {u: min(n, max(1, have.get(u, n))) for u, n in need.items()}
+
+
+def _fund(claims: list[Judgement], asks: dict[int, dict[str, int]], given: dict[str, int], left: float, cost
+          ) -> float:
+    """Raises `given` to each claim's asks, the cheapest claim first, while the budget pays; returns what's left."""
     def extra(j: Judgement) -> float:
-        return sum(max(0, n - given.get(u, 0)) * cost(u) for u, n in needs[id(j)].items())
+        return sum(max(0, n - given.get(u, 0)) * cost(u) for u, n in asks[id(j)].items())
 
-    waiting = sorted(open_, key=lambda j: sorted(needs[id(j)].items()))   # ties: a fixed order, not the data's
+    waiting = sorted(claims, key=lambda j: sorted(asks[id(j)].items()))   # ties: a fixed order, not the data's
     while waiting:
         j = min(waiting, key=extra)
         if extra(j) > left:
             break
         waiting.remove(j)
         left -= extra(j)
-        for u, n in needs[id(j)].items():
+        for u, n in asks[id(j)].items():
             given[u] = max(given.get(u, 0), n)
-    more = _most_informative(open_, given, left, cost)
-    out = dict(given)
-    for k, n in more:
-        out[k] = out.get(k, 0) + n
-    return [(k, n) for k, n in out.items() if n > 0]
+    return left
 
 
 def _unit(point: str) -> str:

@@ -3,7 +3,8 @@
     first pass   k0 repetitions of every point (sequential.plan; max with the spec's own `repetitions`)
     look 1       every claim judged (analysis/verdicts.py at look 1 of the design)
     then, while some claim is undecided, a look is left and the budget buys a repetition:
-                 sequential.next_pairs (whole claims, the cheapest to decide first, within the budget left shared
+                 sequential.next_pairs (a step for every claim, then whole claims, the cheapest to decide first,
+                 then the most informative points, within the budget left shared
                  among the rounds still to come, at each spec's cost per pair measured so far times the last
                  round's pace: its time over what its pairs cost at those costs) raises those points'
                  repetitions in study.json, the specs run again (each run directory gains repetitions in place:

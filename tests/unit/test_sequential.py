@@ -202,6 +202,25 @@ def test_a_rounds_budget_decides_whole_claims_cheapest_first():
     assert out["shared"] > 5   # and what is left still goes where the hard claim needs it
 
 
+def test_every_undecided_claim_gets_a_step_before_any_gets_its_whole_need():
+    # study 001 run J's second look: the contention claims' whole needs (48 and 18 pairs) took the round, and the
+    # three claims at the PER 0.01 points (planned 118 a point, more than any round) stayed at 3 repetitions
+    def undecided(needs, n=3):
+        return sequential.Judgement("undecided", "", 0.0, look=2, max_looks=3, needs=needs,
+                                    parts=[[k, 1.0, 1.0, n] for k in needs])
+    contention = [undecided({"responsive": 48}), undecided({"smooth10": 18})]
+    per = [undecided({"p5": 118, "p10": 119}) for _ in range(3)]
+    cost = {"responsive": 5.7, "smooth10": 4.9, "p5": 7.6, "p10": 7.6}
+    out = dict(next_pairs([*contention, *per], 360, cost))
+    assert sum(n * cost[k] for k, n in out.items()) <= 360
+    assert out["p5"] >= 3 and out["p10"] >= 3, out   # each point of every claim at least doubled
+    assert out["smooth10"] == 18, out                 # then whole claims, the cheapest first
+    assert 3 <= out["responsive"] < 48, out           # and the rest where it is most informative
+    # a step is never more than the need
+    small = dict(next_pairs([undecided({"a": 1}), undecided({"b": 30})], 4, 1.0))
+    assert small == {"a": 1, "b": 3}, small
+
+
 def test_a_pause_points_run_without_pause_is_priced_with_its_pair():
     # each pair of a PAUSE point runs it with PAUSE and without (SPEC#I/baseline): one cost, both counts raised
     # (raise_wants). Priced apart, study 000 run D's rounds bought half what their share paid for.
