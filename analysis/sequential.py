@@ -23,8 +23,8 @@ advance and a known variance, neither of which holds here.
 The price is a wider interval at the last look (two-sided 0.034 instead of ~0.045 for K = 3). Spending by look
 number (not by repetitions) keeps each look's level fixed before its data exist; a look after which none can
 follow (the budget is spent: `final`) spends all that the earlier looks left. So, per claim:
-P(holds or fails | no true difference) <= alpha, and P(no-difference | a true difference of ±m) <= alpha / 2.
-One look (max_looks 1, today's `ccrig study run`) spends all of alpha at once: the plain (Welch) t interval.
+P(holds or fails | no true difference) <= alpha, and P(no-difference | a true difference of ±m) <= alpha / 2. One
+look (max_looks 1: `ccrig study run` without --budget) spends all of alpha at once: the plain (Welch) t interval.
 
 What the union bound does not cover is a sample size chosen from the data, and two such choices broke it in
 simulation, so neither is made: the next look's repetitions come from the spread and the margin only, never
@@ -55,6 +55,8 @@ from .samples import Estimate, fmt
 
 POWER = 0.8          # the chance of a decision that `needs` aims at
 MORE_CAP = 1000      # a need beyond this many repetitions per point is "more than the study can give"
+STEP_SHARE = 0.5     # of a round's budget for every claim's step (next_pairs); the rest decides whole claims
+_stdtrit = None      # scipy's t quantile, imported by _t when first asked
 
 
 @dataclass(frozen=True)
@@ -136,9 +138,6 @@ def _t(level: float, df: float) -> float:
     if _stdtrit is None:
         from scipy.special import stdtrit as _stdtrit   # lazy: see Design.spent
     return float(_stdtrit(df, 1 - (1 - level) / 2))
-
-
-_stdtrit = None
 
 
 @lru_cache(maxsize=64)
@@ -313,8 +312,9 @@ def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[s
                ) -> list[tuple[str, int]]:
     """More repetitions where undecided claims that can still look again need them: three passes within the
     budget, each funding claims the cheapest first (what its asks add to the repetitions given so far, priced):
-      1. a step for every claim, its needs capped at doubling each point (study 001 run J's second round went
-         whole to two claims' 66 pairs; three claims whose planned 118 a point no round could pay kept 3);
+      1. a step for every claim, its needs capped at doubling each point, within STEP_SHARE of the budget (study
+         001 run J's second round went whole to two claims' 66 pairs; three claims whose planned 118 a point no
+         round could pay kept 3);
       2. whole claims, so a round decides as many as it can (by points alone, run E's second round went whole to
          one point one claim needed 119 more of, while claims needing 1-23 got none);
       3. the points still wanted, most informative first: a point's worth is the share of the undecided claims'
@@ -325,9 +325,8 @@ def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[s
     whole = {id(j): _by_unit(j.needs) for j in open_}
     step = {id(j): _step(j, whole[id(j)]) for j in open_}
     given: dict[str, int] = {}
-    left = float(budget_left_s)
-    for asks in (step, whole):
-        left = _fund(open_, asks, given, left, cost)
+    steps = STEP_SHARE * float(budget_left_s)
+    left = _fund(open_, whole, given, float(budget_left_s) - steps + _fund(open_, step, given, steps, cost), cost)
     out = dict(given)
     for k, n in _most_informative(open_, given, left, cost):
         out[k] = out.get(k, 0) + n

@@ -219,6 +219,10 @@ def test_every_undecided_claim_gets_a_step_before_any_gets_its_whole_need():
     # a step is never more than the need
     small = dict(next_pairs([undecided({"a": 1}), undecided({"b": 30})], 4, 1.0))
     assert small == {"a": 1, "b": 3}, small
+    # steps take at most half a round: five claims whose steps alone cost 150 of 100 leave a whole claim its 30
+    many = [undecided({f"big{i}": 100}) for i in range(5)]
+    out = dict(next_pairs([*many, undecided({"w": 30})], 100, {"w": 1.0, **{f"big{i}": 10.0 for i in range(5)}}))
+    assert out["w"] == 30 and out["big0"] >= 3, out
 
 
 def test_a_pause_points_run_without_pause_is_priced_with_its_pair():
