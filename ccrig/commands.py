@@ -35,9 +35,20 @@ def keep_priority(pid: int) -> None:
         pass
 
 
+# Programs that enter a namespace themselves, by its name, with the set-up `ip netns exec` makes (iproute2's
+# netns_switch: setns, a mount namespace of its own with /sys remounted, /etc/netns bound): one process start instead
+# of two. A `tc -s -j qdisc show` took 26 ms through `ip netns exec` and 6 ms with `tc -n` here (200 of each), and
+# a run asks for one per interval per bottleneck; a TCG guest pays several times that for every process start
+OWN_SWITCH = {"ip": "-n", "tc": "-n", "ss": "-N"}
+
+
 def in_netns(ns: str | None, argv: list[str]) -> list[str]:
     """argv as run inside network namespace ns (None: the current one)."""
-    return list(argv) if ns is None else ["ip", "netns", "exec", ns, *argv]
+    if ns is None:
+        return list(argv)
+    if argv and argv[0] in OWN_SWITCH:
+        return [argv[0], OWN_SWITCH[argv[0]], ns, *argv[1:]]
+    return ["ip", "netns", "exec", ns, *argv]
 
 
 class Commands:

@@ -135,5 +135,7 @@ def leftovers(pid: int) -> list[str]:
     """What a ccrig process with this pid left behind: namespaces with its prefix, processes in none."""
     prefix = f"ccrig-{pid}-"
     ns = [n for n in os.listdir("/run/netns") if n.startswith(prefix)] if os.path.isdir("/run/netns") else []
-    procs = subprocess.run(["pgrep", "-a", "-f", f"ip netns exec {prefix}"], capture_output=True, text=True).stdout
+    # in a namespace by `ip netns exec`, or by the program's own switch (commands.OWN_SWITCH)
+    procs = subprocess.run(["pgrep", "-a", "-f", f"(ip netns exec|ip -n|tc -n|ss -N) {prefix}"], capture_output=True,
+                           text=True).stdout
     return ns + procs.splitlines()
