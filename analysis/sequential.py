@@ -326,7 +326,8 @@ def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[s
     step = {id(j): _step(j, whole[id(j)]) for j in open_}
     given: dict[str, int] = {}
     steps = STEP_SHARE * float(budget_left_s)
-    left = _fund(open_, whole, given, float(budget_left_s) - steps + _fund(open_, step, given, steps, cost), cost)
+    unspent = _fund(open_, step, given, steps, cost)
+    left = _fund(open_, whole, given, float(budget_left_s) - steps + unspent, cost)
     out = dict(given)
     for k, n in _most_informative(open_, given, left, cost):
         out[k] = out.get(k, 0) + n
