@@ -16,7 +16,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from ccrig.commands import Commands, Local, Node
+from ccrig.commands import Commands, Local, Node, in_netns
 from ccrig.errors import InputError, RunError
 from ccrig.units import Size
 from . import available as disciplines
@@ -103,7 +103,7 @@ def _script(ns: str, tried: dict[str, tuple[str, list[str]]], loadable: bool) ->
     for kind, (module, args) in tried.items():
         if loadable and module:
             lines.append(f"modprobe -q {shlex.quote(module)}")
-        add = shlex.join(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "handle", "1:", *args])
+        add = shlex.join(in_netns(ns, ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", *args]))
         lines.append(f"if err=$({add} 2>&1); then tc -n {shlex.quote(ns)} qdisc del dev lo root >/dev/null 2>&1; "
                      f"err=; else err=\"${{err:-exit $?}}\"; fi")
         lines.append(f"printf '%s\\t%s\\n' {shlex.quote(kind)} \"$(printf %s \"$err\" | tr '\\n\\t' '  ')\"")

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ccrig.commands import OWN_SWITCH
+
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
 
@@ -136,6 +138,6 @@ def leftovers(pid: int) -> list[str]:
     prefix = f"ccrig-{pid}-"
     ns = [n for n in os.listdir("/run/netns") if n.startswith(prefix)] if os.path.isdir("/run/netns") else []
     # in a namespace by `ip netns exec`, or by the program's own switch (commands.OWN_SWITCH)
-    procs = subprocess.run(["pgrep", "-a", "-f", f"(ip netns exec|ip -n|tc -n|ss -N) {prefix}"], capture_output=True,
-                           text=True).stdout
+    ways = "|".join(["ip netns exec", *(f"{p} {flag}" for p, flag in OWN_SWITCH.items())])
+    procs = subprocess.run(["pgrep", "-a", "-f", f"({ways}) {prefix}"], capture_output=True, text=True).stdout
     return ns + procs.splitlines()

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ccrig.commands import Commands, batch_text
+from ccrig.commands import Commands, batch_text, in_netns
 from ccrig.errors import RunError
 from ccrig.procs import stop_group, wait_for_line
 from . import Line, build, slot_bytes, slots_for, summarise
@@ -47,7 +47,8 @@ def setup_steps(line: Line, ns_line: str, enter: list[str]) -> list[tuple[list[s
     steps: list[tuple[list[str], str | None]] = [
         ([*enter, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"],
          None),
-        (["ip", "-n", ns_line, "-batch", "-"], batch_text([["link", "set", d, "up"] for d in ("lo", "eth0", "eth1")]))]
+        (in_netns(ns_line, ["ip", "-batch", "-"]),
+         batch_text([["link", "set", d, "up"] for d in ("lo", "eth0", "eth1")]))]
     for dev in ("eth0", "eth1"):
         steps.append(([*enter, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"], None))
     tc = []
@@ -57,7 +58,7 @@ def setup_steps(line: Line, ns_line: str, enter: list[str]) -> list[tuple[list[s
                    ["filter", "add", "dev", src, "parent", "ffff:", "protocol", "all", "u32", "match", "u32", "0",
                     "0", "action", "mirred", "egress", "redirect", "dev", dst]]
     if tc:
-        steps.append((["tc", "-n", ns_line, "-batch", "-"], batch_text(tc)))
+        steps.append((in_netns(ns_line, ["tc", "-batch", "-"]), batch_text(tc)))
     return steps
 
 

@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from ccrig import fanout
-from ccrig.commands import Commands, batch_text
+from ccrig.commands import Commands, batch_text, in_netns
 from ccrig.procs import stop_pids
 from ..delayline.netns import LineProcesses, link_lines, setup_steps, stats_dir
 from ..links import egress_argv
@@ -108,14 +108,14 @@ class NetnsTestbed(Testbed):
                 lines += [["addr", "add", f"{x.address}/{x.prefix}", "dev", x.name],
                           ["link", "set", x.name, "up"]]
             lines += [["route", "add", subnet, "via", via] for subnet, via in routes[node.name]]
-            steps.append((["ip", "-n", ns, "-batch", "-"], batch_text(lines)))
+            steps.append((in_netns(ns, ["ip", "-batch", "-"]), batch_text(lines)))
             for x in ifs[node.name]:
                 # offloads are ethtool's alone; GRO at a router's ingress would re-merge packets
                 steps.append(([*enter, "ethtool", "-K", x.name, *offloads], None))
             tc = [argv[1:] for x in ifs[node.name]
                   for argv in egress_argv(x.name, x.egress, topo.mtu, flows, sources, topo.gso)]
             if tc:
-                steps.append((["tc", "-n", ns, "-batch", "-"], batch_text(tc)))
+                steps.append((in_netns(ns, ["tc", "-batch", "-"]), batch_text(tc)))
         for line in self.lines:
             enter = ["nsenter", f"--net={NETNS_DIR / self.line_ns(line)}"]
             scripts.append(setup_steps(line, self.line_ns(line), enter))
