@@ -28,12 +28,14 @@ import math
 import multiprocessing
 import os
 import signal
+import sys
 from multiprocessing.connection import wait
 from typing import Callable
 
 from ccrig.commands import Commands
 from ccrig.errors import CcrigError, InputError, PathError, RunError
 from ccrig.units import wire_bytes
+from ccrig.topologies import testbeds
 from ccrig.experiments.run import repetition, signals
 from ccrig.experiments.run.repetition import Lent, Unit
 
@@ -150,7 +152,7 @@ class _Queue:
     def __init__(self, pairs, cost: Callable[[tuple], float], capacity: float):
         self.waiting = [(p, False) for p in pairs]
         self.cost, self.capacity = cost, capacity
-        self.running: dict = {}   # the pipe's end -> [pair, process, slot, cost, alone, beside]
+        self.running: dict = {}   # the pipe's end -> [pair, process, slot, cost, alone, beside, unit]
 
     def next_fits(self, free: list[int]) -> bool:
         """Whether the first waiting pair may start now: a free slot, and alone (nothing running) when it or a
@@ -179,6 +181,17 @@ def named(pair: tuple) -> str:
     """A pair as a line names it: (point, repetition[, variant]), or a study's (spec, point, repetition[, ...])."""
     spec, (point, rep, *_) = (pair[0], pair[1:]) if isinstance(pair[0], str) else ("", pair)
     return f"{spec + ' ' if spec else ''}point {point} repetition {rep}"
+
+
+def sweep(unit: Unit) -> None:
+    """Removes what a pair's process left under its names once the process has ended (nothing, when its own teardown
+    ran), by its testbed's clean, logged in the pair's commands.log; says what it removed: a leftover is a teardown
+    that did not run or did not finish."""
+    bed = testbeds.get(unit.point.experiment.testbed)
+    said = bed.clean(Commands(unit.out / "commands.log"), f"{unit.prefix}-", lambda name: False)
+    if said:
+        sys.stderr.write(f"warning: {named((unit.point.index, unit.rep))} left behind what its slot's next pair "
+                         f"needs: {'; '.join(said)}\n")
 
 
 def one_at_a_time(pairs: list[tuple], unit_of: Callable[[tuple], Unit], lent_of: Callable[[tuple], Lent],
@@ -227,7 +240,7 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
                 # a Ctrl-C now waits until the child is running and known, so the teardown below stops it
                 with signals.blocked():
                     proc.start()
-                    running[ours] = [pair, proc, slot, cost(pair), alone, bool(running)]
+                    running[ours] = [pair, proc, slot, cost(pair), alone, bool(running), unit]
                 theirs.close()
             for conn in wait(list(running)):
                 try:
@@ -241,8 +254,10 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
                 elif msg[0] == "tick":
                     lent_of(running[conn][0]).tick()
                 else:
-                    pair, proc, slot, _, _, beside = running.pop(conn)
+                    pair, proc, slot, _, _, beside, unit = running.pop(conn)
                     proc.join()
+                    with signals.deferred(lambda: named(pair)):   # a Ctrl-C waits for the slot to be clean
+                        sweep(unit)
                     free.append(slot)
                     if msg[0] == "interrupted":   # so is the run (the others are stopped below)
                         raise signals.Interrupted(msg[1])
@@ -260,5 +275,6 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
                         os.kill(r[1].pid, signal.SIGTERM)
                 for r in running.values():
                     r[1].join()
+                    sweep(r[6])
     if interrupted is not None:
         raise signals.Interrupted(interrupted)

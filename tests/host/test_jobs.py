@@ -65,6 +65,46 @@ def test_sigterm_stops_every_pair_and_leaves_nothing(ccrig):
     assert not [n for n in os.listdir("/run/netns") if n.startswith(f"ccrig-{p.pid}-")]
 
 
+
+def _pair_processes(pid: int) -> list[int]:
+    """The run's pair processes: its children forked from it (the same command line), not the programs it runs."""
+    own = Path(f"/proc/{pid}/cmdline").read_bytes()
+    kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    out = []
+    for k in kids:
+        try:
+            if Path(f"/proc/{k}/cmdline").read_bytes() == own:
+                out.append(int(k))
+        except OSError:
+            pass
+    return out
+
+
+def test_a_pair_whose_process_dies_has_its_slot_swept_before_the_next_pair(ccrig):
+    # a pair's process killed outright (SIGKILL: no teardown of its own) leaves its namespaces, iperf3s and
+    # delay lines; its slot's names are the next pair's, which could not be set up over them
+    spec = ccrig.write(dumbbell([{"cc": "reno"}], duration="6s", repetitions=4, seed=3))
+    p = subprocess.Popen(ccrig.argv(spec, "--jobs", "2"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not [f for f in (ccrig.tmp / "runs").glob("*/points/*/rep*/intervals.csv")
+                                               if len(f.read_text().splitlines()) > 2]:
+        time.sleep(0.1)
+    pairs = _pair_processes(p.pid)
+    assert pairs, "no pair process found"
+    os.kill(pairs[0], signal.SIGKILL)
+    out, err = p.communicate(timeout=240)
+    run = ccrig.run_dirs()[-1]
+    summary = json.loads((run / "summary.json").read_text())
+    (point,) = summary["points"]
+    # the killed pair is a failure with its reason; its slot was swept (said), and every other pair measured
+    (failed,) = point["failed_repetitions"]
+    assert "without a record" in failed["failed"], failed
+    assert "left behind" in err and "removed namespace" in err, err
+    assert len(point["repetitions"]) == 3, (point["repetitions"], err)
+    assert leftovers(p.pid) == []
+    assert p.returncode in (0, 1), err
+
 # --- admission by measured capacity, reruns, the calibration (--jobs auto) --------------------------------------
 
 CBR = [{"workload": {"kind": "cbr", "rate": "2mbit"}}] * 2   # cheap traffic whatever the link's rate: never greedy
