@@ -38,7 +38,7 @@ def _calibrate() -> None:
     if os.geteuid() != 0 or os.environ.get("CCRIG_JOBS", "auto") != "auto":
         return
     from ccrig.experiments.run import calibration
-    calibration.capacity(Path(__file__).resolve().parents[1] / calibration.ROOT, f"ccrig-{os.getpid()}-cal")
+    calibration.capacity(calibration.ROOT, f"ccrig-{os.getpid()}-cal")
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist starts its workers (its own sessionstart is trylast)

@@ -73,7 +73,7 @@ def run(spec: Path = typer.Argument(..., help="the experiment spec (YAML)"),
                                  help="how many (point, repetition) pairs run side by side on "
                                  "this machine, each under names of its own: a number, or auto (pairs admitted "
                                  "while their packet rates fit this machine's capacity, measured once and cached in "
-                                 "results/calibration; netns only, other testbeds run one at a time). A pair "
+                                 "~/.cache/ccrig/calibration; netns only, other testbeds run one at a time). A pair "
                                  "spoiled beside others runs again alone. A vm guest sets CCRIG_JOBS=1"),
         fleet: Optional[Path] = typer.Option(None, "--fleet", help="deal the pairs to the hosts of this Ansible "
                                              "inventory's group `fleet` (each runs its share on its own kernel, "

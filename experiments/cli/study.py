@@ -49,7 +49,9 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
         resume: Optional[Path] = typer.Option(None, "--resume", help="continue this study directory: finished "
                                               "specs are kept, an unfinished run continues, and so does the "
                                               "--budget loop (its budget as recorded, or a new --budget total)"),
-        specs: Optional[str] = typer.Option(None, "--specs", help="only these specs, comma-separated"),
+        specs: Optional[str] = typer.Option(None, "--specs", help="only these specs, comma-separated; with --budget a part "
+                                            "of the study with its own loop (the other specs' claims: not "
+                                            "applicable)"),
         testbed: Optional[str] = typer.Option(None, "--testbed", help="run every spec on this testbed instead "
                                               "of its own (e.g. mininet)"),
         prometheus: str = typer.Option("auto", help="auto: start or reuse the local Prometheus server; off; or the "
@@ -89,13 +91,16 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                    jobs=parse_jobs(jobs), budget=None if budget is None else parse_budget(budget))
     if by_kernel:
         return _by_kernel(name, out, seed, resume, specs, testbed, options)
+    # the claims table is the whole study's, or a part's with a loop of its own (--specs with --budget); a guest's
+    # share of a study (--specs alone) is reported by the whole
+    report = report and (not specs or budget is not None)
     try:
         study_dir = run_study(name, out, resume=resume, only=_specs(specs), testbed=testbed, seed=seed,
-                              report=report and not specs, **options)
+                              report=report, **options)
     except RunError as e:
         # a failed spec leaves the others' results: their claims are judged all the same (the failed spec's
         # claims are not applicable), then the failure is said
-        if report and not specs and getattr(e, "study_dir", None) is not None:
+        if report and getattr(e, "study_dir", None) is not None:
             console.print(f"claims: {write_report(e.study_dir)}")
         raise
     except Interrupted as e:
@@ -103,7 +108,7 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
         sys.stderr.write(f"ccrig: interrupted ({e}); everything was torn down; the study directory keeps the "
                          f"finished specs (--resume it)\n")
         raise typer.Exit(EXIT_CODES.get(str(e), 130))
-    if report and not specs:   # a part of a study (the vm's share) is reported by the whole
+    if report:
         console.print(f"claims: {write_report(study_dir)}")
     console.print(f"study directory: {study_dir}")
 

@@ -91,7 +91,9 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
                                                                   "not-applicable")}
     lines = [f"# {study['title']}", "",
              f"Study `{study['name']}` (seed text {study.get('seed') or '–'}), "
-             f"{QUICK if state.get('quick') else 'full run'}.",
+             f"{QUICK if state.get('quick') else 'full run'}"
+             + (f" of a part: {', '.join(state['part'])} (the other specs' claims are not applicable: not run)."
+                if state.get("part") else "."),
              "",
              f"- run: {state.get('started', '?')} to {state.get('finished', '?')}, {_duration(state)}; "
              f"archive `{study_dir.resolve()}`",
@@ -152,6 +154,7 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
     (study_dir / "claims.json").write_text(json.dumps({
         "study": study["name"], **{k: state.get(k) for k in ("started", "seed", "host_kernel", "study_sha256",
                                                            "judged_study_sha256")}, "quick": bool(state.get("quick")),
+        "part": state.get("part"),
         "error_rate": error, "counts": counts, "claims": results, "loop": loop, "fleet": fleet,
         # every repetition some claim left out, once, with its reason: the ones the engine runs again
         "excluded": [dict(t) for t in dict.fromkeys(tuple(e.items()) for r in results

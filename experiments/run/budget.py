@@ -196,8 +196,9 @@ class Loop:
     """The loop over one study directory's state; `live` is what the display shows."""
 
     def __init__(self, hooks: Hooks, d: Design, budget_s: float | None, clock: Callable[[], float] = time.monotonic,
-                 reserve_s: float = 0.0):
+                 reserve_s: float = 0.0, part: list[str] | None = None):
         self.h, self.clock = hooks, clock
+        self.part = part   # the specs a part of a study runs (None: all); the others' claims are not applicable
         state = hooks.read()
         loop = state.setdefault("loop", {"budget_s": None, "spent_s": 0.0, "looks": []})
         if budget_s is not None:
@@ -236,7 +237,7 @@ class Loop:
         failed: dict[str, str] = {}
         state = self.h.read()
         # what is not done yet (a first pass, a round cut short, a failed spec on --resume) runs first
-        todo = [s for s, rec in state["specs"].items() if rec["status"] != "done"]
+        todo = [s for s, rec in state["specs"].items() if rec["status"] != "done" and (not self.part or s in self.part)]
         while not state["loop"].get("stopped"):
             if todo:
                 now = self._round(todo)

@@ -14,7 +14,9 @@ each crosses, summed over its pairs): the engine admits pairs while the sum of t
 checks what the admission assumed (that costs add up), and a pair the machine could not carry is rerun alone.
 
 The record is cached in ROOT/<kernel release>-<CPU>.json (keyed by the kernel release, the CPU model and the
-number of cores: what the capacity depends on), with the runs' folders beside it; a lock makes a second run
+number of cores: what the capacity depends on), with the runs' folders beside it. ROOT is this machine's ccrig
+cache (~/.cache/ccrig/calibration), not the working folder: the capacity is the machine's, and a study run
+from each study's own folder calibrated again every time; a lock makes a second run
 that needs it wait for the first's measurement instead of measuring beside it. Delete the file to measure again
 (after a kernel or CPU change the key changes by itself). The machine's load average when it was measured is
 in the record: a calibration made on a busy machine is conservative, never optimistic.
@@ -33,11 +35,12 @@ from typing import Callable
 
 from ccrig.commands import Commands
 from ccrig.errors import RunError
+from ccrig.machine import cache_dir
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.run import engine, repetition
 from ccrig.experiments.run.repetition import Lent, Unit
 
-ROOT = Path("results/calibration")
+ROOT = cache_dir() / "calibration"
 START = 100e6             # bits/s per pair: four 100 Mbit/s pairs side by side read 0.99-1.0 of T_max here
 DURATION, INTERVAL, WARMUP = "3s", "0.5s", 2   # 2 s judged after a 1 s ramp: at no added RTT it fills in ms
 TRIES = 4

@@ -171,8 +171,9 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         seed: int | None = None, report: bool = True) -> Path:
     """Runs the study's specs not yet finished in the study directory (new, or `resume`), then its loop of looks
     (experiments/run/budget.py: one look without `budget` seconds); returns the directory. A spec that fails is
-    recorded and the others still run; RunError at the end names the failed ones. With `only` (a part of a
-    study: the vm guest's share) it runs those specs as study.json wants them, and no loop. report: the caller
+    recorded and the others still run; RunError at the end names the failed ones. With `only` and no budget (the
+    vm guest's share of the host's loop) it runs those specs as study.json wants them, and no loop; with a budget
+    too, a part of the study with a loop of its own (_part). report: the caller
     writes the claims and figures after this returns (the budget keeps time for them)."""
     study, folder = load(name)
     name = study.name
@@ -180,13 +181,13 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         unknown = [s for s in only if s not in [e.spec for e in study.specs]]
         if unknown:
             raise InputError(f"--specs: got {unknown[0]!r}; expected among {', '.join(e.spec for e in study.specs)}")
-    if budget is not None and (quick or only):
-        raise InputError(f"--budget: not with {'--quick' if quick else '--specs'}; expected a whole study's run "
-                         + ("without --quick (a quick run checks the mechanics, one repetition a point)" if quick
-                            else "without --specs (the loop judges the whole study's claims)"))
-    entries = [e for e in study.specs if not only or e.spec in only]
+    if budget is not None and quick:
+        raise InputError("--budget: not with --quick; expected a study's run without --quick (a quick run checks the "
+                         "mechanics, one repetition a point)")
     study_dir = None if resume is None else Path(resume)   # resumed: its seed as recorded
     state = new_state(study, folder, quick, seed) if resume is None else _resumed(study_dir, name, quick, budget, seed)
+    part, only = _part(state, only, budget, resume is not None, study_dir)
+    entries = [e for e in study.specs if not only or e.spec in only]
     # every spec is validated before anything runs: a bad one stops the study before its first run
     planned = {e.spec: resolved(folder, study, e, quick, testbed, state.get("seed")) for e in entries}
     d = Design(max_looks=1, k0=1) if quick else budgets.design(study.k0 or budgets.K0, budget is not None)
@@ -218,8 +219,8 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         return failed
 
     failed = (run_specs([s for s, r in read_state(study_dir)["specs"].items() if s in only and r["status"] != "done"],
-                        progress) if only else _loop(study_dir, d, budget, run_specs, planned, progress, say,
-                                                     report))
+                        progress) if only and not part else _loop(study_dir, d, budget, run_specs, planned, progress,
+                                                                  say, report, part))
     state = read_state(study_dir)
     state["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     write_state(study_dir, state)
@@ -229,6 +230,26 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         error.study_dir = study_dir   # the command line still judges the claims of what ran
         raise error
     return study_dir
+
+
+def _part(state: dict, only: list[str] | None, budget: float | None, resumed: bool, study_dir: Path | None
+          ) -> tuple[list[str] | None, list[str] | None]:
+    """(the part of the study its loop runs, the specs to run): --specs with --budget is a part, judged by a loop
+    of its own (the other specs' claims are not applicable: not run), recorded in study.json, and a resumed part
+    stays that part; --specs without --budget is the share a guest runs for the host's loop (no loop here)."""
+    held = state.get("part")
+    if resumed and held and (budget is not None or not only):
+        if only and sorted(only) != sorted(held):
+            raise InputError(f"--specs: got {','.join(only)}; {study_dir} is the part {','.join(held)} "
+                             f"(expected those, or none)")
+        return held, held
+    part = only if only and budget is not None else None
+    if part and resumed:
+        raise InputError(f"--specs: got {','.join(only)} with --budget; {study_dir} is the whole study's run "
+                         f"(expected --resume without --specs)")
+    if part and not resumed:
+        state["part"] = part
+    return part, only
 
 
 def _seed(state: dict, round_: int) -> int:
@@ -271,7 +292,7 @@ def _where(folder: Path, study: Study, entries: list[SpecEntry], planned: dict, 
 
 
 def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: dict, progress: bool, say,
-          report: bool = True) -> list[str]:
+          report: bool = True, part: list[str] | None = None) -> list[str]:
     """The loop of looks (budget.Loop), with its live display when asked (the runs' own bars off: one at a time);
     with a budget and a report to follow, the loop keeps time for the report (budget.reserve)."""
     points = budgets.points_of(planned)
@@ -280,7 +301,8 @@ def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: 
                                               for k, r in s["specs"].items()},
                           run_specs=lambda specs: run_specs(specs, False),
                           judge=lambda look, final, d: verdicts(study_dir, look, final, d)[2], say=say)
-    loop = budgets.Loop(hooks, d, budget, reserve_s=budgets.reserve(points) if budget is not None and report else 0.0)
+    loop = budgets.Loop(hooks, d, budget, reserve_s=budgets.reserve(points) if budget is not None and report else 0.0,
+                        part=part)
     # SIGTERM between runs too (judging, choosing) ends the study as an interrupted one: --resume goes on
     with status_display(progress, lambda: budgets.status(loop, hooks.read(), points)), trapped():
         return loop.run()

@@ -65,9 +65,9 @@ def _overlap(a: dict, b: dict) -> bool | None:
 def run() -> dict:
     out = Path(tempfile.mkdtemp(prefix=f"ccrig-bench-study-{os.getpid()}-"))
     from ccrig.experiments.run import calibration
-    cal = calibration.cached(ROOT / calibration.ROOT)
-    if cal is None:   # measured now, outside every cell's wall time (the cache is the runs' own: cwd ROOT)
-        cal = calibration.capacity(ROOT / calibration.ROOT, f"ccrig-{os.getpid()}-cal")
+    cal = calibration.cached(calibration.ROOT)
+    if cal is None:   # measured now, outside every cell's wall time (the machine's cache, the runs' own too)
+        cal = calibration.capacity(calibration.ROOT, f"ccrig-{os.getpid()}-cal")
     cells = []
     try:
         for rate in RATES_MBIT:

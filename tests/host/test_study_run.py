@@ -181,6 +181,39 @@ def test_a_killed_study_resumes_keeping_its_finished_pairs(tmp_path):
     assert all(len(p["repetitions"]) == 2 for p in summary["points"])
 
 
+
+def test_a_part_of_a_study_runs_a_loop_of_its_own_and_leaves_the_other_claims_not_applicable(tmp_path):
+    folder = make_study(tmp_path, k0=3)
+    out = tmp_path / "studies"
+    p = study(["run", str(folder), "--specs", "one", "--budget", "2m", "--out", str(out), "--prometheus", "off",
+               "--no-progress"], tmp_path)
+    assert p.returncode == 0, p.stderr + p.stdout
+    (study_dir,) = out.iterdir()
+    state = json.loads((study_dir / "study.json").read_text())
+    assert state["part"] == ["one"] and state["loop"]["budget_s"] == 120 and state["loop"]["looks"]
+    assert state["specs"]["one"]["status"] == "done" and state["specs"]["sweep"]["run_dir"] is None
+    claims = json.loads((study_dir / "claims.json").read_text())
+    assert claims["part"] == ["one"] and claims["quick"] is False
+    verdicts = {c["id"]: c for c in claims["claims"]}
+    # the part's own claim judged over its repetitions; the others read a spec the part did not run
+    assert verdicts["alone-uses-the-link"]["verdict"] == "holds", verdicts["alone-uses-the-link"]
+    for cid in ("fair", "queue-delay", "false"):
+        assert verdicts[cid]["verdict"] == "not-applicable", verdicts[cid]
+        assert "spec sweep was not run" in json.dumps(verdicts[cid]), verdicts[cid]
+    assert "of a part: one" in (study_dir / "claims.md").read_text()
+    # resumed, it stays that part: another part's specs are refused, naming both
+    p = study(["run", str(folder), "--resume", str(study_dir), "--specs", "sweep", "--budget", "1m", "--prometheus",
+               "off", "--no-progress"], tmp_path)
+    assert p.returncode == 2 and "--specs: got sweep" in p.stderr and "is the part one" in p.stderr, p.stderr
+    # and a whole study's directory does not become a part on --resume
+    whole = out / "whole"
+    whole.mkdir()
+    state.pop("part")
+    (whole / "study.json").write_text(json.dumps(state))
+    p = study(["run", str(folder), "--resume", str(whole), "--specs", "one", "--budget", "1m", "--prometheus", "off",
+               "--no-progress"], tmp_path)
+    assert p.returncode == 2 and "is the whole study's run" in p.stderr, p.stderr
+
 def test_bad_studies_are_one_line_and_exit_2(tmp_path):
     cases = [
         ([{"id": "x", "paper": "p", "test": {"kind": "bound", "q": {"spec": "missing"}, "op": ">", "value": 1}}],
