@@ -93,29 +93,66 @@ def _box(f: dict) -> tuple[float, float, float, float] | None:
     return gl * 1e-6, gh * 1e-6, rl * 1e3, rh * 1e3
 
 
+NEAR = 0.03   # of the axes' span: labels closer than this to one another would overprint
+
+
+def _near(a: tuple[float, float], b: tuple[float, float], xmax: float, ymax: float) -> bool:
+    return abs(a[0] - b[0]) < NEAR * xmax and abs(a[1] - b[1]) < NEAR * ymax
+
+
+def _places(flows: list[tuple[dict, float, float]], xmax: float, ymax: float) -> list[tuple[float, float, str]]:
+    """One label a place: the flows of a setup near one another named together, by congestion control
+    ("reno #0, #1"), at the first one's position. [(x, y, text)]"""
+    groups: list[list] = []
+    for f, x, y in flows:
+        group = next((g for g in groups if _near((g[0][1], g[0][2]), (x, y), xmax, ymax)), None)
+        (group.append if group is not None else lambda m: groups.append([m]))((f, x, y))
+    out = []
+    for members in groups:
+        by: dict[str, list[str]] = {}
+        for f, _, _ in members:
+            name, number = flow_label(f).rsplit(" ", 1)
+            by.setdefault(name, []).append(number)
+        out.append((members[0][1], members[0][2], "; ".join(f"{cc} {', '.join(ns)}" for cc, ns in by.items())))
+    return out
+
+
+def _legend_value(v) -> str:
+    """A swept value as the legend shows it: a long one (a whole `flows` list) cut, the point's number tells it."""
+    text = fmt_param(v)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 def plot_utility(points: list[dict], out_dir: Path) -> Path:
     """Keshav's utility diagram: per flow goodput against RTT, a colour per setup, each flow named by its
     congestion control, a box of its 95 % intervals where it has both (the title says how many)."""
     fig, ax = plt.subplots(figsize=(8, 6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for n, p in enumerate(points):
+    drawn = [[(f, f["goodput_bps"]["mean"] * 1e-6, f["rtt_s"]["mean"] * 1e3) for f in p.get("flows", [])
+              if (f.get("goodput_bps") or {}).get("mean") is not None and (f.get("rtt_s") or {}).get("mean") is not None]
+             for p in points]
+    xmax = max((x for flows in drawn for _, x, _ in flows), default=0) or 1.0
+    ymax = max((y for flows in drawn for _, _, y in flows), default=0) or 1.0
+    placed: list[tuple[float, float]] = []   # every label so far: one near them goes above them
+    for n, (p, flows) in enumerate(zip(points, drawn)):
         color = colors[n % len(colors)]
-        params = ", ".join(f"{k}={fmt_param(v)}" for k, v in p.get("params", {}).items())
+        params = ", ".join(f"{k}={_legend_value(v)}" for k, v in p.get("params", {}).items())
         label = f"point {p['index']}" + (f": {params}" if params else "")
-        first = True
-        for f in p.get("flows", []):
-            g, r = f.get("goodput_bps") or {}, f.get("rtt_s") or {}
-            if g.get("mean") is None or r.get("mean") is None:
-                continue
-            x, y = g["mean"] * 1e-6, r["mean"] * 1e3
-            ax.plot([x], [y], "o", color=color, ms=3, label=label if first else None)
-            first = False
-            ax.annotate(flow_label(f), (x, y), color=color, fontsize=9, ha="center", va="bottom")
+        for i, (f, x, y) in enumerate(flows):
+            ax.plot([x], [y], "o", color=color, ms=3, label=label if i == 0 else None)
+        for x, y, text in _places(flows, xmax, ymax):
+            above = sum(1 for q in placed if _near(q, (x, y), xmax, ymax))
+            placed.append((x, y))
+            ha = "right" if x > 0.75 * xmax else "left" if x < 0.1 * xmax else "center"
+            ax.annotate(text, (x, y), xytext=(0, 3 + 11 * above), textcoords="offset points", color=color,
+                        fontsize=9, ha=ha, va="bottom")
+        for f, _, _ in flows:
             box = _box(f)
             if box is not None:
                 ax.add_patch(Rectangle((box[0], box[2]), box[1] - box[0], box[3] - box[2], fill=False,
                                        edgecolor=color, lw=1))
     boxes, flows = utility_boxes(points), sum(len(p.get("flows", [])) for p in points)
+    ax.margins(0.08)
     ax.set_xlabel("goodput (Mbit/s)")
     ax.set_ylabel("mean smoothed RTT (ms)")
     ax.set_title("utility diagram: per flow" + (", boxes = 95 % CI of goodput and RTT" if boxes == flows else

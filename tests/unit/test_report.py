@@ -214,6 +214,26 @@ def test_utility_diagram_draws_boxes_it_has_and_promises_none_it_cannot(tmp_path
     assert "no confidence boxes" in _caption(run, summary)
 
 
+
+def test_utility_diagram_names_flows_at_one_place_once_and_keeps_setups_apart(tmp_path):
+    from ccrig.experiments.report import plots
+    long = [{"cc": "reno", "max_window": 5, "tcp": {"quickack": True, "rto_min": "100ms"}}] * 3   # a swept flows list
+    def point(i, qdisc):
+        at = lambda n, g, r: {"flow": n, "cc": "reno" if n < 2 else "cubic", "goodput_bps": {"mean": g},
+                              "rtt_s": {"mean": r}}
+        return {"index": i, "params": {"flows": long, "qdisc": qdisc},
+                "flows": [at(0, 4.0e5, 0.100), at(1, 4.01e5, 0.1004), at(2, 1.0e5, 0.050)]}
+    svg = plots.plot_utility([point(0, "pfifo"), point(1, "drr")], tmp_path).with_suffix(".svg").read_text()
+    # the two reno flows of a setup share a place: one label names both, once per setup
+    assert svg.count("reno #0, #1") == 2 and not re.search(r">\s*reno #[01]\s*<", svg), svg[:2000]
+    assert svg.count("cubic #2") == 2
+    # the second setup's label at that place is drawn above the first's, not over it
+    ys = [float(m) for m in re.findall(r'<text[^>]*?y="([0-9.]+)"[^>]*>\s*reno #0, #1', svg)] or \
+         [float(m) for m in re.findall(r'translate\([0-9.]+ ([0-9.]+)\)[^>]*>\s*reno #0, #1', svg)]
+    assert len(ys) == 2 and abs(ys[0] - ys[1]) > 5, ys
+    # a swept flows list is cut in the legend, the point's number telling the setups apart
+    assert "…" in svg and "rto_min" not in svg
+
 def _caption(run, summary):
     (run / "summary.json").write_text(json.dumps(summary))
     report(run)
