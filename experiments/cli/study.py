@@ -49,9 +49,8 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
         resume: Optional[Path] = typer.Option(None, "--resume", help="continue this study directory: finished "
                                               "specs are kept, an unfinished run continues, and so does the "
                                               "--budget loop (its budget as recorded, or a new --budget total)"),
-        specs: Optional[str] = typer.Option(None, "--specs", help="only these specs, comma-separated; with --budget a part "
-                                            "of the study with its own loop (the other specs' claims: not "
-                                            "applicable)"),
+        specs: Optional[str] = typer.Option(None, "--specs", help="only these specs, comma-separated: a part of the study, "
+                                            "judged by its own loop (the other specs' claims: not applicable)"),
         testbed: Optional[str] = typer.Option(None, "--testbed", help="run every spec on this testbed instead "
                                               "of its own (e.g. mininet)"),
         prometheus: str = typer.Option("auto", help="auto: start or reuse the local Prometheus server; off; or the "
@@ -91,9 +90,9 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                    jobs=parse_jobs(jobs), budget=None if budget is None else parse_budget(budget))
     if by_kernel:
         return _by_kernel(name, out, seed, resume, specs, testbed, options)
-    # the claims table is the whole study's, or a part's with a loop of its own (--specs with --budget); a guest's
-    # share of a study (--specs alone) is reported by the whole
-    report = report and (not specs or budget is not None)
+    # the claims table is the whole study's or a part's (a new run with --specs); a guest's share of a study
+    # (--resume with --specs and no --budget) is reported by the whole
+    report = report and (not specs or resume is None or budget is not None)
     try:
         study_dir = run_study(name, out, resume=resume, only=_specs(specs), testbed=testbed, seed=seed,
                               report=report, **options)

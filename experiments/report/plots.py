@@ -69,7 +69,7 @@ def plot_sweep(points: list[dict], param: str | None, out_dir: Path) -> Path:
         ax.set_ylabel(label)
         ax.set_xlabel(param or "point")
         if not numeric:
-            ax.set_xticks(xs, [fmt_param(v) for v in values], rotation=30, ha="right")
+            ax.set_xticks(xs, [_short(v, 24) for v in values], rotation=30, ha="right")
         ax.grid(alpha=0.3)
     fig.suptitle(f"system metrics against {param or 'point'} (mean of interval means, 95 % CI)")
     fig.tight_layout()
@@ -117,10 +117,11 @@ def _places(flows: list[tuple[dict, float, float]], xmax: float, ymax: float) ->
     return out
 
 
-def _legend_value(v) -> str:
-    """A swept value as the legend shows it: a long one (a whole `flows` list) cut, the point's number tells it."""
+def _short(v, width: int = 40) -> str:
+    """A swept value as a legend or an axis shows it: a long one (a whole `flows` list) cut to width, the point's
+    number or its place on the axis tells it apart."""
     text = fmt_param(v)
-    return text if len(text) <= 40 else text[:39] + "…"
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def plot_utility(points: list[dict], out_dir: Path) -> Path:
@@ -136,7 +137,7 @@ def plot_utility(points: list[dict], out_dir: Path) -> Path:
     placed: list[tuple[float, float]] = []   # every label so far: one near them goes above them
     for n, (p, flows) in enumerate(zip(points, drawn)):
         color = colors[n % len(colors)]
-        params = ", ".join(f"{k}={_legend_value(v)}" for k, v in p.get("params", {}).items())
+        params = ", ".join(f"{k}={_short(v)}" for k, v in p.get("params", {}).items())
         label = f"point {p['index']}" + (f": {params}" if params else "")
         for i, (f, x, y) in enumerate(flows):
             ax.plot([x], [y], "o", color=color, ms=3, label=label if i == 0 else None)

@@ -5,8 +5,10 @@
 
 Each run is its claims.json (or the study directory holding it). Two verdicts agree when they are the same word;
 `undecided` and `not-applicable` agree with nothing but themselves, so a claim one run could not decide counts
-against agreement. A claim decided (holds, fails, no-difference) without an interval over repetitions is named:
-the engine never gives one, so it marks a claims.json from before it.
+against agreement. A claim not applicable in both runs (a part of a study leaves the other specs' claims so, or
+a point neither run measured) is judged by neither: it is left out of the agreement and the undecided share, and
+counted apart (`unjudged`). A claim decided (holds, fails, no-difference) without an interval over repetitions is
+named: the engine never gives one, so it marks a claims.json from before it.
 """
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ def compare(a: dict, b: dict) -> dict:
         rows.append({"id": cid, "a": x.get("verdict", "absent"), "b": y.get("verdict", "absent"),
                      "agree": x.get("verdict") == y.get("verdict") and cid in first and cid in second,
                      "a_measured": x.get("measured"), "b_measured": y.get("measured")})
-    n = len(rows)
+    unjudged = [r for r in rows if r["a"] == r["b"] == "not-applicable"]
+    judged = [r for r in rows if r not in unjudged]
 
     def undecided(doc: dict) -> int:
         return sum(c.get("verdict") == "undecided" for c in doc["claims"])
@@ -55,7 +58,8 @@ def compare(a: dict, b: dict) -> dict:
     def without_interval(doc: dict) -> list[str]:
         return [c["id"] for c in doc["claims"] if c.get("verdict") in DECIDED and not c.get("interval")]
 
-    return {"a": _header(a), "b": _header(b), "claims": rows, "agree": sum(r["agree"] for r in rows), "of": n,
+    return {"a": _header(a), "b": _header(b), "claims": rows, "agree": sum(r["agree"] for r in judged),
+            "of": len(judged), "unjudged": len(unjudged),
             "undecided": {"a": undecided(a), "b": undecided(b)},
             "without_interval": {"a": without_interval(a), "b": without_interval(b)},
             "same_claims": a.get("study_sha256") == b.get("study_sha256")}
@@ -69,7 +73,9 @@ def markdown(doc: dict) -> str:
     lines = [f"Runs compared: A started {doc['a']['started']} ({seed(doc['a'])}), B started "
              f"{doc['b']['started']} ({seed(doc['b'])})"
              + ("" if doc["same_claims"] else "; **their study.yaml differ** (study_sha256)") + ".",
-             f"Agreement: {doc['agree']} of {doc['of']} verdicts ({doc['agree'] / n:.0%}); undecided: "
+             f"Agreement: {doc['agree']} of {doc['of']} verdicts ({doc['agree'] / n:.0%})"
+             + (f" ({doc['unjudged']} claim(s) not applicable in both, left out)" if doc.get("unjudged") else "")
+             + "; undecided: "
              f"{doc['undecided']['a']} in A, {doc['undecided']['b']} in B ({doc['undecided']['a'] / n:.0%}, "
              f"{doc['undecided']['b'] / n:.0%}); decided without an interval over repetitions: "
              f"{len(doc['without_interval']['a'])} in A, {len(doc['without_interval']['b'])} in B.", "",

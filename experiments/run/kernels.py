@@ -44,7 +44,7 @@ def groups(prefix: str) -> list[dict]:
 def run(name: str, out_root: Path, seed: int | None, run_study, write_report, say, prefix: str,
         only: list[str] | None = None, **options) -> Path:
     """Runs the study once per kernel group (run_study: study.run; write_report: study.report) into one parent
-    directory; returns it, kernels.md written. With `only`, those specs on each kernel (a first pass, no loop)."""
+    directory; returns it, kernels.md written. With `only`, those specs on each kernel (a part of the study)."""
     kinds = groups(prefix)
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed   # one seed for every kernel
     parent = Path(out_root) / f"{Path(name).name}-bykernel-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"

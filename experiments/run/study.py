@@ -171,9 +171,9 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         seed: int | None = None, report: bool = True) -> Path:
     """Runs the study's specs not yet finished in the study directory (new, or `resume`), then its loop of looks
     (experiments/run/budget.py: one look without `budget` seconds); returns the directory. A spec that fails is
-    recorded and the others still run; RunError at the end names the failed ones. With `only` and no budget (the
-    vm guest's share of the host's loop) it runs those specs as study.json wants them, and no loop; with a budget
-    too, a part of the study with a loop of its own (_part). report: the caller
+    recorded and the others still run; RunError at the end names the failed ones. With `only`, a part of the study
+    with a loop of its own, or on --resume without a budget the vm guest's share of the host's loop: those specs
+    as study.json wants them, and no loop (_part). report: the caller
     writes the claims and figures after this returns (the budget keeps time for them)."""
     study, folder = load(name)
     name = study.name
@@ -234,22 +234,24 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
 
 def _part(state: dict, only: list[str] | None, budget: float | None, resumed: bool, study_dir: Path | None
           ) -> tuple[list[str] | None, list[str] | None]:
-    """(the part of the study its loop runs, the specs to run): --specs with --budget is a part, judged by a loop
-    of its own (the other specs' claims are not applicable: not run), recorded in study.json, and a resumed part
-    stays that part; --specs without --budget is the share a guest runs for the host's loop (no loop here)."""
+    """(the part of the study its loop runs, the specs to run). A new run with --specs is a part: its own loop
+    (one look, or with --budget more), its other specs' claims not applicable (not run), recorded in study.json;
+    resumed, it stays that part. --resume with --specs and no --budget is the share a guest runs for the host's
+    loop (no loop here)."""
     held = state.get("part")
-    if resumed and held and (budget is not None or not only):
-        if only and sorted(only) != sorted(held):
-            raise InputError(f"--specs: got {','.join(only)}; {study_dir} is the part {','.join(held)} "
-                             f"(expected those, or none)")
-        return held, held
-    part = only if only and budget is not None else None
-    if part and resumed:
+    if not resumed:
+        if only:
+            state["part"] = only
+        return only, only
+    if only and budget is None:
+        return None, only
+    if only and not held:
         raise InputError(f"--specs: got {','.join(only)} with --budget; {study_dir} is the whole study's run "
                          f"(expected --resume without --specs)")
-    if part and not resumed:
-        state["part"] = part
-    return part, only
+    if only and sorted(only) != sorted(held):
+        raise InputError(f"--specs: got {','.join(only)}; {study_dir} is the part {','.join(held)} "
+                         f"(expected those, or none)")
+    return held, held
 
 
 def _seed(state: dict, round_: int) -> int:

@@ -37,6 +37,17 @@ def test_a_claim_in_one_run_only_and_a_verdict_without_an_interval_are_named():
     assert "their study.yaml differ" in study_compare.markdown(doc)
 
 
+
+def test_claims_neither_run_judged_are_left_out_of_agreement_and_counted_apart():
+    # two runs of one part of a study: the other specs' claims are not applicable in both
+    a = run({"c1": "holds", "c2": "undecided", "x1": "not-applicable", "x2": "not-applicable"}, 5)
+    b = run({"c1": "holds", "c2": "holds", "x1": "not-applicable", "x2": "undecided"}, 6)
+    doc = study_compare.compare(a, b)
+    assert doc["agree"] == 1 and doc["of"] == 3 and doc["unjudged"] == 1
+    md = study_compare.markdown(doc)
+    assert "Agreement: 1 of 3 verdicts (33%) (1 claim(s) not applicable in both, left out)" in md
+    assert "undecided: 1 in A, 1 in B (33%, 33%)" in md
+
 def test_bad_inputs_name_what_is_expected(tmp_path):
     with pytest.raises(InputError, match="expected one study"):
         study_compare.compare(run({}, 1), run({}, 2, study="pause"))
