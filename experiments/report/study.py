@@ -80,6 +80,13 @@ def _fleet_lines(fleet: dict | None) -> list[str]:
     return lines
 
 
+def _kind(state: dict) -> str:
+    """What the run was: a quick or a full one, of the whole study or of a part (ccrig study run --specs)."""
+    part = state.get("part")
+    return (QUICK if state.get("quick") else "full run") + (
+        f" of a part: {', '.join(part)} (the other specs' claims are not applicable: not run)" if part else "")
+
+
 def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: bool = True,
           error: dict | None = None) -> Path:
     """error: the design's error rate and method (analysis.sequential.Design.describe)."""
@@ -90,10 +97,7 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
     counts = {v: sum(r["verdict"] == v for r in results) for v in ("holds", "fails", "no-difference", "undecided",
                                                                   "not-applicable")}
     lines = [f"# {study['title']}", "",
-             f"Study `{study['name']}` (seed text {study.get('seed') or '–'}), "
-             f"{QUICK if state.get('quick') else 'full run'}"
-             + (f" of a part: {', '.join(state['part'])} (the other specs' claims are not applicable: not run)."
-                if state.get("part") else "."),
+             f"Study `{study['name']}` (seed text {study.get('seed') or '–'}), {_kind(state)}.",
              "",
              f"- run: {state.get('started', '?')} to {state.get('finished', '?')}, {_duration(state)}; "
              f"archive `{study_dir.resolve()}`",
