@@ -237,19 +237,22 @@ def _part(state: dict, only: list[str] | None, budget: float | None, resumed: bo
     """(the part of the study its loop runs, the specs to run). A new run with --specs is a part: its own loop
     (one look, or with --budget more), its other specs' claims not applicable (not run), recorded in study.json;
     resumed, it stays that part. --resume with --specs and no --budget is the share a guest runs for the host's
-    loop (no loop here)."""
+    loop (no loop here): always within the host's part, so specs outside it are refused (another part is a new run)."""
     held = state.get("part")
     if not resumed:
         if only:
             state["part"] = only
         return only, only
+    if only and held and not set(only) <= set(held):
+        raise InputError(f"--specs: got {','.join(only)}; {study_dir} is the part {','.join(held)} (expected "
+                         f"those, or none; another part is a study run of its own: --specs without --resume)")
     if only and budget is None:
         return None, only
     if only and not held:
         raise InputError(f"--specs: got {','.join(only)} with --budget; {study_dir} is the whole study's run "
                          f"(expected --resume without --specs)")
     if only and sorted(only) != sorted(held):
-        raise InputError(f"--specs: got {','.join(only)}; {study_dir} is the part {','.join(held)} "
+        raise InputError(f"--specs: got {','.join(only)} with --budget; {study_dir} is the part {','.join(held)} "
                          f"(expected those, or none)")
     return held, held
 

@@ -205,6 +205,10 @@ def test_a_part_of_a_study_runs_a_loop_of_its_own_and_leaves_the_other_claims_no
     p = study(["run", str(folder), "--resume", str(study_dir), "--specs", "sweep", "--budget", "1m", "--prometheus",
                "off", "--no-progress"], tmp_path)
     assert p.returncode == 2 and "--specs: got sweep" in p.stderr and "is the part one" in p.stderr, p.stderr
+    # without --budget too (a guest's share is always within the host's part)
+    p = study(["run", str(folder), "--resume", str(study_dir), "--specs", "sweep", "--prometheus", "off",
+               "--no-progress"], tmp_path)
+    assert p.returncode == 2 and "another part is a study run of its own" in p.stderr, p.stderr
     # and a whole study's directory does not become a part on --resume
     whole = out / "whole"
     whole.mkdir()
