@@ -45,7 +45,7 @@ from ccrig.experiments.run.progress import status_display
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 from ccrig.experiments.run.runner import RERUNS, Options, Runner, archive_room, run_prefix
 from ccrig.experiments.run.signals import trapped
-from ccrig.experiments.run.study_state import read_state, run_dir_of, write_state
+from ccrig.experiments.run.study_state import part_of, read_state, run_dir_of, write_state
 
 FOLDER = Path(__file__).resolve().parents[1] / "studies"   # experiments/studies
 
@@ -173,7 +173,7 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
     (experiments/run/budget.py: one look without `budget` seconds); returns the directory. A spec that fails is
     recorded and the others still run; RunError at the end names the failed ones. With `only`, a part of the study
     with a loop of its own, or on --resume without a budget the vm guest's share of the host's loop: those specs
-    as study.json wants them, and no loop (_part). report: the caller
+    as study.json wants them, and no loop (study_state.part_of). report: the caller
     writes the claims and figures after this returns (the budget keeps time for them)."""
     study, folder = load(name)
     name = study.name
@@ -186,7 +186,7 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
                          "mechanics, one repetition a point)")
     study_dir = None if resume is None else Path(resume)   # resumed: its seed as recorded
     state = new_state(study, folder, quick, seed) if resume is None else _resumed(study_dir, name, quick, budget, seed)
-    part, only = _part(state, only, budget, resume is not None, study_dir)
+    part, only = part_of(state, only, budget, resume is not None, study_dir)
     entries = [e for e in study.specs if not only or e.spec in only]
     # every spec is validated before anything runs: a bad one stops the study before its first run
     planned = {e.spec: resolved(folder, study, e, quick, testbed, state.get("seed")) for e in entries}
@@ -230,31 +230,6 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         error.study_dir = study_dir   # the command line still judges the claims of what ran
         raise error
     return study_dir
-
-
-def _part(state: dict, only: list[str] | None, budget: float | None, resumed: bool, study_dir: Path | None
-          ) -> tuple[list[str] | None, list[str] | None]:
-    """(the part of the study its loop runs, the specs to run). A new run with --specs is a part: its own loop
-    (one look, or with --budget more), its other specs' claims not applicable (not run), recorded in study.json;
-    resumed, it stays that part. --resume with --specs and no --budget is the share a guest runs for the host's
-    loop (no loop here): always within the host's part, so specs outside it are refused (another part is a new run)."""
-    held = state.get("part")
-    if not resumed:
-        if only:
-            state["part"] = only
-        return only, only
-    if only and held and not set(only) <= set(held):
-        raise InputError(f"--specs: got {','.join(only)}; {study_dir} is the part {','.join(held)} (expected "
-                         f"those, or none; another part is a study run of its own: --specs without --resume)")
-    if only and budget is None:
-        return None, only
-    if only and not held:
-        raise InputError(f"--specs: got {','.join(only)} with --budget; {study_dir} is the whole study's run "
-                         f"(expected --resume without --specs)")
-    if only and sorted(only) != sorted(held):
-        raise InputError(f"--specs: got {','.join(only)} with --budget; {study_dir} is the part {','.join(held)} "
-                         f"(expected those, or none)")
-    return held, held
 
 
 def _seed(state: dict, round_: int) -> int:
