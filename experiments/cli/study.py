@@ -82,6 +82,7 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
     from ccrig.experiments.run.engine import parse_jobs  # lazy: the runner (numpy, scipy)
     from ccrig.experiments.run.budget import parse_budget  # lazy: as above
     from ccrig.experiments.run.fleet import use_fleet  # lazy: as above
+    from ccrig.experiments.run.study_state import guest_share  # lazy: as above
     use_fleet(fleet)
     if prometheus not in ("auto", "off") and not prometheus.startswith(("http://", "https://")):
         raise InputError(f"--prometheus: got {prometheus!r}; expected auto, off or a URL such as http://127.0.0.1:9090")
@@ -90,9 +91,8 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                    jobs=parse_jobs(jobs), budget=None if budget is None else parse_budget(budget))
     if by_kernel:
         return _by_kernel(name, out, seed, resume, specs, testbed, options)
-    # the claims table is the whole study's or a part's (a new run with --specs); a guest's share of a study
-    # (--resume with --specs and no --budget) is reported by the whole
-    report = report and (not specs or resume is None or budget is not None)
+    # the claims table is the whole study's or a part's; a guest's share of a study is reported by the whole
+    report = report and not guest_share(_specs(specs), budget, resume is not None)
     try:
         study_dir = run_study(name, out, resume=resume, only=_specs(specs), testbed=testbed, seed=seed,
                               report=report, **options)

@@ -106,7 +106,10 @@ def _places(flows: list[tuple[dict, float, float]], xmax: float, ymax: float) ->
     groups: list[list] = []
     for f, x, y in flows:
         group = next((g for g in groups if _near((g[0][1], g[0][2]), (x, y), xmax, ymax)), None)
-        (group.append if group is not None else lambda m: groups.append([m]))((f, x, y))
+        if group is None:
+            groups.append([(f, x, y)])
+        else:
+            group.append((f, x, y))
     out = []
     for members in groups:
         by: dict[str, list[str]] = {}

@@ -35,6 +35,12 @@ def run_dir_of(study_dir: Path, rec: dict) -> Path | None:
     return Path(study_dir, rec["run_dir"]) if rec.get("run_dir") else None
 
 
+def guest_share(only: list[str] | None, budget: float | None, resumed: bool) -> bool:
+    """Whether a `study run` is the share of a study a guest runs for the host's loop: --resume with --specs and no
+    --budget (no loop of its own, no claims table: the whole study judges it)."""
+    return bool(only) and resumed and budget is None
+
+
 def part_of(state: dict, only: list[str] | None, budget: float | None, resumed: bool, study_dir: Path | None
           ) -> tuple[list[str] | None, list[str] | None]:
     """(the part of the study its loop runs, the specs to run). A new run with --specs is a part: its own loop
@@ -49,7 +55,7 @@ def part_of(state: dict, only: list[str] | None, budget: float | None, resumed: 
     if only and held and not set(only) <= set(held):
         raise InputError(f"--specs: got {','.join(only)}; {study_dir} is the part {','.join(held)} (expected "
                          f"those, or none; another part is a study run of its own: --specs without --resume)")
-    if only and budget is None:
+    if guest_share(only, budget, resumed):
         return None, only
     if only and not held:
         raise InputError(f"--specs: got {','.join(only)} with --budget; {study_dir} is the whole study's run "
