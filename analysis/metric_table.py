@@ -40,6 +40,9 @@ class Metric:
     tcp_only: bool = False                      # measured by TCP itself: a UDP flow has none
     short: str = ""                             # the terminal's heading where the report's is too wide
     axis_label: str = ""                        # a figure's axis label where it says more than the heading
+    # what one repetition's mean can be (None: unbounded): when every repetition of a point reads the same, this
+    # range is all that bounds the point's mean (analysis/sequential.flat_interval)
+    bounds: tuple[float | None, float | None] = (None, None)
 
     @property
     def column(self) -> str:
@@ -78,10 +81,10 @@ class Metric:
 TABLE: tuple[Metric, ...] = (
     Metric("goodput_bps", "both", "bit/s", "goodput_bytes_per_second", 1 / 8,
            "Unique payload delivered per second (tcpi_bytes_acked at the sender)", "Sum of the flows' goodput",
-           "goodput", "Mbit/s", 1e-6, better="higher", terminal=True, sweep=True),
+           "goodput", "Mbit/s", 1e-6, better="higher", terminal=True, sweep=True, bounds=(0.0, None)),
     Metric("throughput_bps", "both", "bit/s", "throughput_bytes_per_second", 1 / 8,
            "Payload put on the wire per second, retransmissions included", "Sum of the flows' throughput",
-           "throughput", "Mbit/s", 1e-6, terminal=True, sweep=True),
+           "throughput", "Mbit/s", 1e-6, terminal=True, sweep=True, bounds=(0.0, None)),
     Metric("eee", "both", "1", "eee", 1,
            "Extra Energy Expenditure: (T-G)/Tmax + 0.3 (Tmax-T)/Tmax, Tmax the fair share",
            "EEE of the system, Tmax the bottleneck's payload capacity",
@@ -92,29 +95,43 @@ TABLE: tuple[Metric, ...] = (
            "UAR", better="lower", terminal=True, sweep=True),
     Metric("loss", "both", "1", "loss_ratio", 1,
            "Segments lost / sent (non-spurious retransmissions)", "Packets dropped / offered at the bottleneck",
-           "loss", better="lower", terminal=True, sweep=True),
+           "loss", better="lower", terminal=True, sweep=True, bounds=(0.0, 1.0)),
     Metric("retrans_rate", "both", "1", "retrans_ratio", 1,
            "Segments retransmitted / sent", "Segments retransmitted / sent, all flows",
-           "retrans", better="lower"),
+           "retrans", better="lower", bounds=(0.0, 1.0)),
     Metric("rtt_s", "both", "s", "rtt_seconds", 1,
            "Smoothed RTT from TCP_INFO, mean over the interval", "Mean of the flows' smoothed RTT",
-           "RTT", "ms", 1e3, 1, better="lower", terminal=True, tcp_only=True),
+           "RTT", "ms", 1e3, 1, better="lower", terminal=True, tcp_only=True, bounds=(0.0, None)),
     # the path's base RTT as TCP sees it: a property of the path, not better or worse for a law
     Metric("min_rtt_s", "both", "s", "min_rtt_seconds", 1,
            "Smallest RTT TCP measured in the interval (tcpi_min_rtt): the path without queueing",
-           "Smallest of the flows' min RTT", "min RTT", "ms", 1e3, 1, tcp_only=True),
+           "Smallest of the flows' min RTT", "min RTT", "ms", 1e3, 1, tcp_only=True, bounds=(0.0, None)),
     Metric("cwnd", "flow", "segments", "cwnd_segments", 1,
            "Congestion window, mean over the interval", "", "cwnd", "segments", ci=False, tcp_only=True),
     Metric("jain", "system", "1", "jain_fairness", 1,
            "", "Jain's fairness index over the flows' goodput",
-           "Jain", better="higher", terminal=True, sweep=True, axis_label="Jain fairness"),
+           "Jain", better="higher", terminal=True, sweep=True, axis_label="Jain fairness", bounds=(0.0, 1.0)),
     # study 001 defines fairness over throughput, not goodput
     Metric("jain_throughput", "system", "1", "throughput_jain_fairness", 1,
            "", "Jain's fairness index over the flows' throughput (study 001's definition)",
-           "Jain (throughput)", better="higher", terminal=True, short="Jain (T)"),
+           "Jain (throughput)", better="higher", terminal=True, short="Jain (T)", bounds=(0.0, 1.0)),
 )
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in TABLE}
+
+# the bounds of a workload's own record (a claim's KIND.KEY[.STAT], experiments/workloads/), as `Metric.bounds`:
+# an interactive flow's messages received / sent - 1 (TCP delivers each message once: 0 when all arrived)
+RECORD_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "interactive.sender_vs_receiver": (-1.0, 0.0),
+    "interactive.latency_s.mean": (0.0, None),
+}
+
+
+def bounds(metric: str) -> tuple[float | None, float | None]:
+    """What one repetition's value of a metric (a table's or a workload record's) can be; (None, None) unknown."""
+    if metric in BY_NAME:
+        return BY_NAME[metric].bounds
+    return RECORD_BOUNDS.get(metric, (None, None))
 
 
 def of(scope: Scope | None = None, ci: bool | None = None) -> list[Metric]:

@@ -56,13 +56,21 @@ class NotRun(Exception):
     """A point a quantity reads is not in the archive, or has no value there (not-applicable, with the reason)."""
 
 
+Bounds = tuple[float | None, float | None]   # what one repetition's value can be: (low, high), None unbounded
+UNBOUNDED: Bounds = (None, None)
+
+
 @dataclass(frozen=True)
 class Part:
-    """One point's share of an estimate: coef times the mean of n repetitions whose sample variance is var."""
+    """One point's share of an estimate: coef times the mean (`value`) of n repetitions whose sample variance is
+    var; `bounds` is the range one repetition's value can take (the metric's, analysis/metric_table.py), which
+    is all that bounds the mean when every repetition reads the same (sequential.flat_interval)."""
     key: str
     coef: float
     var: float
     n: int
+    value: float = 0.0
+    bounds: Bounds = UNBOUNDED
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,7 @@ class Estimate:
     key: str | None = None                         # the one point it comes from, when it is one point's
     reps: tuple[tuple[int, float], ...] = ()       # then its values, by repetition number
     why: str = ""                                  # a constant's origin (a model's prediction)
+    bounds: Bounds = UNBOUNDED                     # then the range one repetition's value can take
 
     @property
     def se(self) -> float:
@@ -105,22 +114,22 @@ def fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def from_reps(key: str, values: dict[int, float]) -> Estimate:
-    """One point's repetitions' values (repetition number -> value)."""
+def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED) -> Estimate:
+    """One point's repetitions' values (repetition number -> value), each within bounds (None: unbounded)."""
     xs = [float(v) for v in values.values()]
     if not xs:
         raise NotRun(f"{key}: no usable repetition")
     n = len(xs)
     mean = sum(xs) / n
     var = sum((x - mean) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
-    return Estimate(mean, (Part(key, 1.0, var, n),), key, tuple(sorted(values.items())))
+    return Estimate(mean, (Part(key, 1.0, var, n, mean, bounds),), key, tuple(sorted(values.items())), bounds=bounds)
 
 
 def constant(x: float, why: str) -> Estimate:
     return Estimate(float(x), why=why)
 
 
-def _paired(a: Estimate, b: Estimate, f) -> Estimate | None:
+def _paired(a: Estimate, b: Estimate, f, bounds: Bounds = UNBOUNDED) -> Estimate | None:
     """Repetition by repetition, when both come from the same point's repetitions."""
     if a.key is None or a.key != b.key:
         return None
@@ -128,31 +137,42 @@ def _paired(a: Estimate, b: Estimate, f) -> Estimate | None:
     out = {r: f(x, bv[r]) for r, x in a.reps if r in bv}
     if any(v is None for v in out.values()):
         raise NotRun(f"{a.key}: a ratio's denominator is 0 in a repetition")
-    return from_reps(a.key, out)
+    return from_reps(a.key, out, bounds)
+
+
+def _with(p: Part, coef: float) -> Part:
+    return Part(p.key, coef, p.var, p.n, p.value, p.bounds)
+
+
+def _sub(x: float | None, y: float | None) -> float | None:
+    return None if x is None or y is None else x - y
 
 
 def diff(a: Estimate, b: Estimate) -> Estimate:
-    paired = _paired(a, b, lambda x, y: x - y)
+    (alo, ahi), (blo, bhi) = a.bounds, b.bounds
+    paired = _paired(a, b, lambda x, y: x - y, (_sub(alo, bhi), _sub(ahi, blo)))
     if paired is not None:
         return paired
-    return Estimate(a.mean - b.mean, a.parts + tuple(Part(p.key, -p.coef, p.var, p.n) for p in b.parts))
+    return Estimate(a.mean - b.mean, a.parts + tuple(_with(p, -p.coef) for p in b.parts))
 
 
 def ratio(a: Estimate, b: Estimate) -> Estimate:
-    paired = _paired(a, b, lambda x, y: x / y if y else None)
+    paired = _paired(a, b, lambda x, y: x / y if y else None)   # a ratio's range: unknown without more
     if paired is not None:
         return paired
     if b.mean == 0:
         raise NotRun("a ratio's denominator is 0")
     r = a.mean / b.mean
-    return Estimate(r, tuple(Part(p.key, p.coef / b.mean, p.var, p.n) for p in a.parts)
-                    + tuple(Part(p.key, -p.coef * r / b.mean, p.var, p.n) for p in b.parts))
+    return Estimate(r, tuple(_with(p, p.coef / b.mean) for p in a.parts)
+                    + tuple(_with(p, -p.coef * r / b.mean) for p in b.parts))
 
 
 def scale(e: Estimate, k: float, shift: float = 0.0) -> Estimate:
     """k * e + shift."""
-    return Estimate(k * e.mean + shift, tuple(Part(p.key, k * p.coef, p.var, p.n) for p in e.parts), e.key,
-                    tuple((r, k * x + shift) for r, x in e.reps), e.why)
+    ends = [None if x is None else k * x + shift for x in e.bounds]
+    bounds = (ends[0], ends[1]) if k >= 0 else (ends[1], ends[0])
+    return Estimate(k * e.mean + shift, tuple(_with(p, k * p.coef) for p in e.parts), e.key,
+                    tuple((r, k * x + shift) for r, x in e.reps), e.why, bounds)
 
 
 # --- spoiled repetitions ------------------------------------------------------------------------------------

@@ -38,12 +38,16 @@ The API the study engine calls (pure: numbers in, decisions out):
 
     plan(points, design)                          -> {point: k0}: the first pass, k0 repetitions of every point
     judge(estimate, rule, look, design, final)    -> Judgement: verdict, interval, alpha spent, needs
-    next_pairs(judgements, budget_left_s, cost_s) -> [(point, n_more)] within the budget (see its docstring)
+    allocation.next_pairs(judgements, budget_left_s, cost_s)
+                                                  -> [(point, n_more)] within the budget (analysis/allocation.py)
+
+A point whose repetitions all read the same value has no spread for t: its bound is exact and distribution-free
+instead, from the metric's range (analysis/flat.py), and judge adds it to the t interval of the others.
 
 A point is "SPEC#INDEX" (a PAUSE point's run without PAUSE "SPEC#INDEX/baseline"). analysis/verdicts.py builds a
 claim's estimate from the summaries (evaluate(claim, archive, look, design, final) -> Verdict with its Judgement).
 The engine's loop (experiments/run/budget.py): plan(); judge every claim at look 1; while some are undecided and
-budget is left, next_pairs(), then judge at the next look (final=True when no budget is left for another).
+budget is left, allocation.next_pairs(), then judge at the next look (final=True when no budget is left for another).
 """
 from __future__ import annotations
 
@@ -51,11 +55,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
+from . import flat as flatpart
+from .allocation import by_unit
 from .samples import Estimate, fmt
 
 POWER = 0.8          # the chance of a decision that `needs` aims at
 MORE_CAP = 1000      # a need beyond this many repetitions per point is "more than the study can give"
-STEP_SHARE = 0.5     # of a round's budget for every claim's step (next_pairs); the rest decides whole claims
 _stdtrit = None      # scipy's t quantile, imported by _t when first asked
 
 
@@ -176,17 +181,24 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
                      f"at each point it reads")
         return out
     level = 1 - design.nominal(look, final)
-    se, df = est.se, est.df
-    half = _t(level, df) * se if se > 0 else 0.0
-    out.low, out.high, out.level = est.mean - half, est.mean + half, level
+    # points whose repetitions all agree get an exact bound of their own (analysis/flat.py); the look's alpha is
+    # shared between it and the t interval of the points with a spread (Bonferroni), so the sum covers
+    flat = [p for p in est.parts if p.var == 0]
+    spread = len(flat) < len(est.parts)
+    share = (1 - level) / max(1, len(flat) + spread)
+    half = _t(1 - share, est.df) * est.se if est.se > 0 else 0.0
+    down, up = flatpart.widths(flat, share)
+    out.low, out.high, out.level = est.mean - half - down, est.mean + half + up, level
     out.verdict = decide(est.mean, out.low, out.high, rule)
     if not est.parts:   # constants only (a model's predictions): nothing to estimate
         out.basis = f"no spread: {est.why or 'constants'}"
         return out
-    out.basis = (f"{100 * level:.4g} % interval [{fmt(out.low)}, {fmt(out.high)}], t over repetitions "
-                 f"(n ≥ {est.n})")
+    out.basis = f"{100 * level:.4g} % interval [{fmt(out.low)}, {fmt(out.high)}]" + (
+        f", t over repetitions (n ≥ {est.n})" if spread else "")
     if rule.kind == "sided" and rule.margin > 0:
         out.basis += f", margin ±{fmt(rule.margin)}"
+    if flat:
+        out.basis += "; " + "; ".join(flatpart.text(p, share) for p in flat)
     if out.verdict == "undecided":
         # what the next look would need; after a final one, what one look at the whole alpha would
         nxt = design.alpha if final else design.nominal(look + 1, look + 1 == design.max_looks)
@@ -205,9 +217,14 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
             out.needs = _doubled(est)
             out.basis += (f"; its spread meets the planned target but the interval straddles a boundary: the next "
                           f"look doubles the repetitions: {', '.join(f'{n} at {k}' for k, n in out.needs.items())}")
-        else:
+        elif spread:
             out.needs = needs(est, rule, nxt, design.power)
             out.basis += "; " + _needs_text(out.needs, rule)
+        room = (rule.tol if rule.kind == "within" else rule.margin) / 2
+        more, said = flatpart.needs([p for p in flat if p.key not in out.needs], room,
+                                    nxt / (len(flat) + spread), MORE_CAP)
+        out.needs.update(more)
+        out.basis += said
     return out
 
 
@@ -216,7 +233,7 @@ def _needs_text(need: dict[str, int], rule: Rule) -> str:
         if rule.kind == "sided" and rule.margin == 0:
             return "the means are equal and the claim has no margin: no number of repetitions decides it"
         return f"more than {MORE_CAP} repetitions per point would be needed"
-    total = sum(_by_unit(need).values())   # a PAUSE point's baseline runs in its pairs: not counted twice
+    total = sum(by_unit(need).values())   # a PAUSE point's baseline runs in its pairs: not counted twice
     where = ", ".join(f"{n} at {k}" for k, n in need.items())
     at = " at the observed difference" if rule.kind == "sided" and rule.margin == 0 else ""
     return f"needs ~{total} more repetition(s) for {100 * POWER:.0f} % power{at} ({where})"
@@ -239,7 +256,9 @@ def target_se(e: float, rule: Rule, alpha: float, power: float, df: float) -> fl
 
 
 def _doubled(est: Estimate) -> dict[str, int]:
-    return {p.key: p.n for p in est.parts if p.var > 0}
+    """Every point's repetitions once more: those with a spread, and those that agree within known bounds (their
+    bound narrows with more)."""
+    return {p.key: p.n for p in est.parts if p.var > 0 or None not in p.bounds}
 
 
 def _se_met(est: Estimate, rule: Rule, alpha: float, power: float, n: dict[str, int]) -> bool:
@@ -306,95 +325,3 @@ def _fill(start: dict[str, int], total: int, parts) -> dict[str, int]:
             n[k] += step
         left -= step * len(lows)
     return n
-
-
-def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[str, float] | float = 1.0
-               ) -> list[tuple[str, int]]:
-    """More repetitions where undecided claims that can still look again need them: three passes within the
-    budget, each funding claims the cheapest first (what its asks add to the repetitions given so far, priced):
-      1. a step for every claim, its needs capped at doubling each point, within STEP_SHARE of the budget (study
-         001 run J's second round went whole to two claims' 66 pairs; three claims whose planned 118 a point no
-         round could pay kept 3);
-      2. whole claims, so a round decides as many as it can (by points alone, run E's second round went whole to
-         one point one claim needed 119 more of, while claims needing 1-23 got none);
-      3. the points still wanted, most informative first: a point's worth is the share of the undecided claims'
-         variance its repetitions remove, per second of its cost; the last that fits gets what is left.
-    Needs come from the spread and margin (see needs), steps from the repetitions so far: never the differences."""
-    open_ = [j for j in judgements if j.verdict == "undecided" and not j.final and j.look < j.max_looks and j.needs]
-    cost = (lambda k: cost_s.get(k, 1.0)) if isinstance(cost_s, dict) else (lambda k: float(cost_s))
-    whole = {id(j): _by_unit(j.needs) for j in open_}
-    step = {id(j): _step(j, whole[id(j)]) for j in open_}
-    given: dict[str, int] = {}
-    steps = STEP_SHARE * float(budget_left_s)
-    unspent = _fund(open_, step, given, steps, cost)
-    left = _fund(open_, whole, given, float(budget_left_s) - steps + unspent, cost)
-    out = dict(given)
-    for k, n in _most_informative(open_, given, left, cost):
-        out[k] = out.get(k, 0) + n
-    return [(k, n) for k, n in out.items() if n > 0]
-
-
-def _step(j: Judgement, need: dict[str, int]) -> dict[str, int]:
-    """A claim's needs capped at doubling each point's repetitions (a schedule no observed difference chose)."""
-    have: dict[str, int] = {}
-    for key, _, _, n in j.parts:
-        have[_unit(key)] = max(have.get(_unit(key), 0), n)
-    return {u: min(n, max(1, have.get(u, n))) for u, n in need.items()}
-
-
-def _fund(claims: list[Judgement], asks: dict[int, dict[str, int]], given: dict[str, int], left: float, cost
-          ) -> float:
-    """Raises `given` to each claim's asks, the cheapest claim first, while the budget pays; returns what's left."""
-    def extra(j: Judgement) -> float:
-        return sum(max(0, n - given.get(u, 0)) * cost(u) for u, n in asks[id(j)].items())
-
-    waiting = sorted(claims, key=lambda j: sorted(asks[id(j)].items()))   # ties: a fixed order, not the data's
-    while waiting:
-        j = min(waiting, key=extra)
-        if extra(j) > left:
-            break
-        waiting.remove(j)
-        left -= extra(j)
-        for u, n in asks[id(j)].items():
-            given[u] = max(given.get(u, 0), n)
-    return left
-
-
-def _unit(point: str) -> str:
-    """What a repetition of a point runs: a PAUSE point's run without PAUSE (SPEC#INDEX/baseline) is part of each
-    of the point's pairs, and costs nothing beside it (priced apart, study 000 run D's rounds bought half what
-    their share paid for, and 6 of its 30 minutes went unspent)."""
-    return point.split("/", 1)[0]
-
-
-def _by_unit(need: dict[str, int]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for point, n in need.items():
-        out[_unit(point)] = max(out.get(_unit(point), 0), n)
-    return out
-
-
-def _most_informative(judgements: list[Judgement], given: dict[str, int], budget_left_s: float, cost
-                      ) -> list[tuple[str, int]]:
-    """The points' wants beyond `given`, most informative first, within the budget (see next_pairs)."""
-    want: dict[str, int] = {}
-    worth: dict[str, float] = {}
-    for j in judgements:
-        total = sum(c * c * v / n for _, c, v, n in j.parts if n > 0) or 1.0
-        for key, coef, var, n in j.parts:
-            unit = _unit(key)
-            more = j.needs.get(key, 0) - given.get(unit, 0)
-            if more <= 0:
-                continue
-            want[unit] = max(want.get(unit, 0), more)
-            n += given.get(unit, 0)
-            gain = coef * coef * var * (1 / n - 1 / (n + more)) / total if var > 0 else 1.0
-            worth[unit] = worth.get(unit, 0.0) + gain
-    order = sorted(want, key=lambda k: (-worth[k] / (want[k] * max(cost(k), 1e-9)), k))
-    out, left = [], float(budget_left_s)
-    for key in order:
-        n = min(want[key], int(left // cost(key))) if cost(key) > 0 else want[key]
-        if n > 0:
-            out.append((key, n))
-            left -= n * cost(key)
-    return out

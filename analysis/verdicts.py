@@ -14,12 +14,14 @@ or that a late sampler made unreliable are left out, each with its reason in the
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .claims import (JAIN, MODEL_METRICS, Bound, Claim, Compare, Quantity, Ratio, SameTrend, Trend, Within,
                      quantities)
+from . import metric_table
 from .claims import Diff as DiffExpr
 from .samples import Estimate, NotRun, constant, diff, fmt, from_reps, ratio, scale, usable
 from .sequential import Design, Judgement, Rule, judge
@@ -120,6 +122,16 @@ class Archive:
                                     lambda r: _mean(r["system"].get("goodput_bps")), where + " without PAUSE")
             return scale(ratio(with_, without), 100.0, -100.0)
         flows = self._flows(q, p, where)
+        lo, hi = metric_table.bounds(q.metric)
+        if q.metric in JAIN:
+            lo, hi = 0.0, 1.0
+        elif q.metric in MODEL_METRICS or q.metric == "mathis_bps":
+            lo, hi = 0.0, None
+        if flows is not None and q.agg == "sum":   # a sum over the flows spans as many ranges
+            lo, hi = (None if x is None else x * len(flows) for x in (lo, hi))
+        if q.share:   # a part of the system's delivery (a subset of its flows), or unknown for other metrics
+            lo, hi = (0.0, 1.0) if q.metric in ("goodput_bps", "throughput_bps") else (None, None)
+        bounds = (lo, hi)
         if flows is None:
             get = lambda r: _mean(r["system"].get(q.metric))
         elif "." in q.metric:
@@ -140,9 +152,10 @@ class Archive:
             whole = get
             get = lambda r: whole({**r, **_phase(r, q.phase)})
             what += f" with the on/off source {q.phase}"
-        return self._per_rep(key, p, get, where, what)
+        return self._per_rep(key, p, get, where, what, bounds)
 
-    def _per_rep(self, key: str, p: dict, get, where: str, what: str = "goodput") -> Estimate:
+    def _per_rep(self, key: str, p: dict, get, where: str, what: str = "goodput", bounds=(None, None)
+                 ) -> Estimate:
         reps = p.get("repetitions")
         if not reps:
             raise NotRun(f"{where}: no repetitions recorded")
@@ -158,7 +171,7 @@ class Archive:
                 values[number] = v
         if not values:
             raise NotRun(f"{where}: no usable repetition ({'; '.join(sorted(set(self._reasons(key)))) or what})")
-        return from_reps(key, values)
+        return from_reps(key, values, bounds)
 
     def _reasons(self, key: str) -> list[str]:
         return [why for (k, _), why in self.excluded.items() if k == key]
@@ -255,7 +268,8 @@ class Verdict:
     def to_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "judgement"}
         j = self.judgement
-        out.update(interval=None if j is None or j.low is None else [j.low, j.high],
+        # an unbounded end (a flat point whose quantity has no bound there: sequential.flat_interval) is null
+        out.update(interval=None if j is None or j.low is None else [_finite(j.low), _finite(j.high)],
                    level=None if j is None else j.level, look=None if j is None else j.look,
                    max_looks=None if j is None else j.max_looks,
                    alpha_spent=None if j is None else j.alpha_spent, final=None if j is None else j.final,
@@ -263,6 +277,10 @@ class Verdict:
                    # the usable repetitions each point it reads had at this look
                    repetitions={} if j is None else {key: n for key, _, _, n in j.parts})
         return out
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def _rule(op: str, margin: float) -> Rule:

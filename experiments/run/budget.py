@@ -3,7 +3,7 @@
     first pass   k0 repetitions of every point (sequential.plan; max with the spec's own `repetitions`)
     look 1       every claim judged (analysis/verdicts.py at look 1 of the design)
     then, while some claim is undecided, a look is left and the budget buys a repetition:
-                 sequential.next_pairs (a step for every claim, then whole claims, the cheapest to decide first,
+                 allocation.next_pairs (a step for every claim, then whole claims, the cheapest to decide first,
                  then the most informative points, within the budget left shared
                  among the rounds still to come, at each spec's cost per pair measured so far times the last
                  round's pace: its time over what its pairs cost at those costs) raises those points'
@@ -43,7 +43,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from ccrig.analysis.sequential import Design, next_pairs, plan
+from ccrig.analysis.allocation import next_pairs
+from ccrig.analysis.sequential import Design, plan
 from ccrig.errors import field_error
 from ccrig.experiments import spec as specmod
 

@@ -67,7 +67,7 @@ def _rep(r, on, off, whole):
 
 
 POINT = {"index": 0, "params": {"q": "pfifo"}, "system": {}, "flows": [{"flow": i, "cc": "reno"} for i in range(3)],
-         "repetitions": [_rep(r, (220 + r, 490 - r), (500 - r, 0), (360, 245)) for r in range(3)]}
+         "repetitions": [_rep(r, (220 + r, 490 - r), (500 - r, r), (360, 245)) for r in range(3)]}
 
 
 def _claim(test):

@@ -1,0 +1,99 @@
+"""Where a study's next repetitions go: the undecided claims' needs (analysis/sequential.judge) priced and funded
+within what is left of the budget (the engine's loop: experiments/run/budget.py). Which points get more comes from
+the spread and the margin, never from an observed difference (sequential's docstring says why)."""
+from __future__ import annotations
+
+# `Judgement` in the annotations is analysis/sequential.Judgement (not imported: sequential reads by_unit from here)
+STEP_SHARE = 0.5     # of a round's budget for every claim's step (next_pairs); the rest decides whole claims
+
+
+def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[str, float] | float = 1.0
+               ) -> list[tuple[str, int]]:
+    """More repetitions where undecided claims that can still look again need them: three passes within the
+    budget, each funding claims the cheapest first (what its asks add to the repetitions given so far, priced):
+      1. a step for every claim, its needs capped at doubling each point, within STEP_SHARE of the budget (study
+         001 run J's second round went whole to two claims' 66 pairs; three claims whose planned 118 a point no
+         round could pay kept 3);
+      2. whole claims, so a round decides as many as it can (by points alone, run E's second round went whole to
+         one point one claim needed 119 more of, while claims needing 1-23 got none);
+      3. the points still wanted, most informative first: a point's worth is the share of the undecided claims'
+         variance its repetitions remove, per second of its cost; the last that fits gets what is left.
+    Needs come from the spread and margin (sequential.needs), steps from the repetitions so far: never the differences."""
+    open_ = [j for j in judgements if j.verdict == "undecided" and not j.final and j.look < j.max_looks and j.needs]
+    cost = (lambda k: cost_s.get(k, 1.0)) if isinstance(cost_s, dict) else (lambda k: float(cost_s))
+    whole = {id(j): by_unit(j.needs) for j in open_}
+    step = {id(j): _step(j, whole[id(j)]) for j in open_}
+    given: dict[str, int] = {}
+    steps = STEP_SHARE * float(budget_left_s)
+    unspent = _fund(open_, step, given, steps, cost)
+    left = _fund(open_, whole, given, float(budget_left_s) - steps + unspent, cost)
+    out = dict(given)
+    for k, n in _most_informative(open_, given, left, cost):
+        out[k] = out.get(k, 0) + n
+    return [(k, n) for k, n in out.items() if n > 0]
+
+
+def _step(j: Judgement, need: dict[str, int]) -> dict[str, int]:
+    """A claim's needs capped at doubling each point's repetitions (a schedule no observed difference chose)."""
+    have: dict[str, int] = {}
+    for key, _, _, n in j.parts:
+        have[unit(key)] = max(have.get(unit(key), 0), n)
+    return {u: min(n, max(1, have.get(u, n))) for u, n in need.items()}
+
+
+def _fund(claims: list[Judgement], asks: dict[int, dict[str, int]], given: dict[str, int], left: float, cost
+          ) -> float:
+    """Raises `given` to each claim's asks, the cheapest claim first, while the budget pays; returns what's left."""
+    def extra(j: Judgement) -> float:
+        return sum(max(0, n - given.get(u, 0)) * cost(u) for u, n in asks[id(j)].items())
+
+    waiting = sorted(claims, key=lambda j: sorted(asks[id(j)].items()))   # ties: a fixed order, not the data's
+    while waiting:
+        j = min(waiting, key=extra)
+        if extra(j) > left:
+            break
+        waiting.remove(j)
+        left -= extra(j)
+        for u, n in asks[id(j)].items():
+            given[u] = max(given.get(u, 0), n)
+    return left
+
+
+def unit(point: str) -> str:
+    """What a repetition of a point runs: a PAUSE point's run without PAUSE (SPEC#INDEX/baseline) is part of each
+    of the point's pairs, and costs nothing beside it (priced apart, study 000 run D's rounds bought half what
+    their share paid for, and 6 of its 30 minutes went unspent)."""
+    return point.split("/", 1)[0]
+
+
+def by_unit(need: dict[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for point, n in need.items():
+        out[unit(point)] = max(out.get(unit(point), 0), n)
+    return out
+
+
+def _most_informative(judgements: list[Judgement], given: dict[str, int], budget_left_s: float, cost
+                      ) -> list[tuple[str, int]]:
+    """The points' wants beyond `given`, most informative first, within the budget (see next_pairs)."""
+    want: dict[str, int] = {}
+    worth: dict[str, float] = {}
+    for j in judgements:
+        total = sum(c * c * v / n for _, c, v, n in j.parts if n > 0) or 1.0
+        for key, coef, var, n in j.parts:
+            u = unit(key)
+            more = j.needs.get(key, 0) - given.get(u, 0)
+            if more <= 0:
+                continue
+            want[u] = max(want.get(u, 0), more)
+            n += given.get(u, 0)
+            gain = coef * coef * var * (1 / n - 1 / (n + more)) / total if var > 0 else 1.0
+            worth[u] = worth.get(u, 0.0) + gain
+    order = sorted(want, key=lambda k: (-worth[k] / (want[k] * max(cost(k), 1e-9)), k))
+    out, left = [], float(budget_left_s)
+    for key in order:
+        n = min(want[key], int(left // cost(key))) if cost(key) > 0 else want[key]
+        if n > 0:
+            out.append((key, n))
+            left -= n * cost(key)
+    return out
