@@ -122,6 +122,9 @@ def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED) ->
     n = len(xs)
     mean = sum(xs) / n
     var = sum((x - mean) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
+    # a value outside the declared range says the range is wrong, not the value: the range widens to hold it
+    lo, hi = bounds
+    bounds = (None if lo is None else min(lo, *xs), None if hi is None else max(hi, *xs))
     return Estimate(mean, (Part(key, 1.0, var, n, mean, bounds),), key, tuple(sorted(values.items())), bounds=bounds)
 
 
@@ -153,7 +156,8 @@ def diff(a: Estimate, b: Estimate) -> Estimate:
     paired = _paired(a, b, lambda x, y: x - y, (_sub(alo, bhi), _sub(ahi, blo)))
     if paired is not None:
         return paired
-    return Estimate(a.mean - b.mean, a.parts + tuple(_with(p, -p.coef) for p in b.parts))
+    return Estimate(a.mean - b.mean, a.parts + tuple(_with(p, -p.coef) for p in b.parts),
+                    bounds=(_sub(alo, bhi), _sub(ahi, blo)))
 
 
 def ratio(a: Estimate, b: Estimate) -> Estimate:

@@ -189,12 +189,17 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
     half = _t(1 - share, est.df) * est.se if est.se > 0 else 0.0
     down, up = flatpart.widths(flat, share)
     out.low, out.high, out.level = est.mean - half - down, est.mean + half + up, level
+    # the mean cannot leave the quantity's range, so an interval cut to it covers as often (loss below 0: a
+    # t interval over one repetition with losses and two without)
+    lo, hi = est.bounds
+    cut = (lo is not None and out.low < lo) or (hi is not None and out.high > hi)
+    out.low, out.high = max(out.low, -math.inf if lo is None else lo), min(out.high, math.inf if hi is None else hi)
     out.verdict = decide(est.mean, out.low, out.high, rule)
     if not est.parts:   # constants only (a model's predictions): nothing to estimate
         out.basis = f"no spread: {est.why or 'constants'}"
         return out
     out.basis = f"{100 * level:.4g} % interval [{fmt(out.low)}, {fmt(out.high)}]" + (
-        f", t over repetitions (n ≥ {est.n})" if spread else "")
+        f", t over repetitions (n ≥ {est.n})" if spread else "") + (", cut to the quantity's range" if cut else "")
     if rule.kind == "sided" and rule.margin > 0:
         out.basis += f", margin ±{fmt(rule.margin)}"
     if flat:

@@ -107,3 +107,18 @@ def test_a_telnet_claim_whose_repetitions_all_deliver_everything_is_undecided_no
     # a run long enough to bound both points within the margin decides it: no difference
     archive = Archive({"s2": [_telnet_point(0, "pfifo", [0.0] * 200), _telnet_point(1, "fq", [0.0] * 200)]})
     assert evaluate(claim, archive).verdict == "no-difference"
+
+
+def test_an_interval_is_cut_to_the_quantitys_range_and_a_value_outside_it_widens_the_range():
+    # loss in one repetition of three: the t interval reaches below 0, where no mean can be
+    e = from_reps("p", {0: 0.0, 1: 0.0, 2: 0.003}, (0.0, 1.0))
+    j = judge(e, Rule(), 1, ONE_LOOK)
+    assert j.low == 0.0 and j.high == pytest.approx(0.001 + 4.303 * 0.001, rel=1e-3), j
+    assert "cut to the quantity's range" in j.basis
+    # the same through a claim's transformation (loss <= 0.01: 0.01 - loss > 0) and a difference of points
+    j = judge(samples.scale(e, -1.0, 0.01), Rule(strict=False), 1, ONE_LOOK)
+    assert j.high == pytest.approx(0.01) and j.verdict == "holds"
+    d = samples.diff(e, from_reps("q", {0: 0.5, 1: 0.6, 2: 0.7}, (0.0, 1.0)))
+    assert d.bounds == (-1.0, 1.0)
+    # a declared range that a value leaves was wrong: it widens rather than cut the truth off
+    assert from_reps("r", {0: 1.2, 1: 0.9}, (0.0, 1.0)).bounds == (0.0, 1.2)
