@@ -1,5 +1,5 @@
-"""The guest machine: KVM or TCG (a short probe, cached: this machine's nested KVM hangs), the vng command line,
-booting it to run a command, and finding or stopping guests a killed run left."""
+"""The guest machine: KVM or TCG (a short probe, cached: this machine's nested KVM fails, README's vm testbed says
+how), the vng command line, booting it to run a command, and finding or stopping guests a killed run left."""
 from __future__ import annotations
 
 import json
