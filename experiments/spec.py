@@ -62,6 +62,9 @@ class Flow(BaseModel):
     max_window: int | None = Field(None, ge=1, le=1_000_000)
     # per-sender TCP behaviour (sack, recovery, frto, ecn, initcwnd, rto_min, quickack): sender_tcp.py
     tcp: TcpSettings | None = None
+    # what figures and reports call the flow (a paper's name for it: "Generic", "Telnet"); by default its
+    # congestion control. Claims still pick flows by index or by cc
+    label: str | None = Field(None, min_length=1, max_length=32, pattern=r"^[^\n]+$")
 
     @property
     def cc_label(self) -> str:

@@ -86,7 +86,8 @@ def print_summary(summary: dict) -> None:
         marked = len(found) > 1
         # a system-only metric's cell is empty in the flows' rows, and so is one a point archived before it lacks
         for f in p["flows"]:
-            t.add_row(str(f["flow"]), f["cc"], *[_fmt(f[m.name], m, marked) if m.name in f else "" for m in cols])
+            flow = f"{f['flow']} {f['label']}" if f.get("label") else str(f["flow"])
+            t.add_row(flow, f["cc"], *[_fmt(f[m.name], m, marked) if m.name in f else "" for m in cols])
         t.add_row("system", "", *[_fmt(s[m.name], m, marked) if m.name in s else "" for m in cols], style="bold")
         console.print(t)
         console.print(ci_note(summary, None if marked else next(iter(found), "none")), markup=False)

@@ -67,7 +67,7 @@ def fmt_param(v) -> str:
 
 
 def flow_label(flow: dict) -> str:
-    """A flow as a reader knows it: its congestion control first, its number to tell two of a kind apart
-    ("cubic #1"); the number alone when the summary names no congestion control."""
-    cc = flow.get("cc")
-    return f"{cc} #{flow['flow']}" if cc else f"flow {flow['flow']}"
+    """A flow as a reader knows it: its spec's `label` or else its congestion control, then its number to tell two
+    of a kind apart ("cubic #1", "Generic #0"); the number alone when the summary names neither."""
+    name = flow.get("label") or flow.get("cc")
+    return f"{name} #{flow['flow']}" if name else f"flow {flow['flow']}"

@@ -79,9 +79,11 @@ def flows_of(exp: specmod.Experiment, topo, laws: dict[int, str], rep: int = 0) 
     for i, f in enumerate(exp.flow_list()):
         duration = exp.duration if f.stop is None else f.stop - f.start
         if f.workload.congestion_control:
-            out.append(Flow(f.workload, i, laws[i], f.cc_label, *pairs[i], start=f.start, duration=duration))
+            out.append(Flow(f.workload, i, laws[i], f.cc_label, *pairs[i], start=f.start, duration=duration,
+                            name=f.label or ""))
         else:   # UDP: no congestion control
-            out.append(Flow(f.workload, i, "", "none", *pairs[i], start=f.start, duration=duration))
+            out.append(Flow(f.workload, i, "", "none", *pairs[i], start=f.start, duration=duration,
+                            name=f.label or ""))
     return out
 
 

@@ -27,7 +27,7 @@ from ccrig.experiments.workloads import Flow
 # the metrics summary.json holds for each flow and for the system (analysis/metric_table.py)
 FLOW_METRICS = metric_table.names("flow")
 SYSTEM_METRICS = metric_table.names("system")
-FLOW_KEYS = ("flow", "cc", "kernel_cc", "sender", "receiver")
+FLOW_KEYS = ("flow", "cc", "kernel_cc", "sender", "receiver", "label")
 
 
 def stat_of(ci: stats.Ci) -> dict:
@@ -164,7 +164,8 @@ def means(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_rows: l
     system = {m: stat(system_rows, m) for m in SYSTEM_METRICS}
     per_flow = []
     for f in flows:
-        entry = {"flow": f.index, "cc": f.label, "kernel_cc": f.cc, "sender": f.sender, "receiver": f.receiver}
+        entry = {"flow": f.index, "cc": f.label, "kernel_cc": f.cc, "sender": f.sender, "receiver": f.receiver,
+                 **({"label": f.name} if f.name else {})}
         entry.update({m: stat(rows_by_flow[f.index], m) for m in FLOW_METRICS})
         if any("fair_share_bps" in r for r in rows_by_flow[f.index]):   # T_max of the active flows
             entry["fair_share_bps"] = stat(rows_by_flow[f.index], "fair_share_bps")
@@ -241,7 +242,7 @@ def point(p: specmod.Point, reps: list[dict], numbers: list[int] | None = None) 
               if all(m in r["system"] for r in reps)}
     flows = []
     for i, f in enumerate(reps[0]["flows"]):
-        entry = {k: f[k] for k in FLOW_KEYS}
+        entry = {k: f[k] for k in FLOW_KEYS if k in f}
         entry.update({m: over_repetitions([r["flows"][i][m] for r in reps], level) for m in FLOW_METRICS})
         flows.append(entry)
     numbers = list(range(len(reps))) if numbers is None else numbers

@@ -7,7 +7,7 @@ A module of this package that defines a Workload subclass (base.py) with a `kind
 the spec's `workload:` accepts it (workload_union), and the runner starts it (Traffic, traffic.py) and reads its
 results through the class's hooks. A new workload is one module here plus its tests.
 
-    Flow(workload, index, cc, label, sender, receiver, start=0.0, duration=30.0)   one flow of a point
+    Flow(workload, index, cc, label, sender, receiver, start, duration, name="")     one flow of a point
     Traffic(testbed, flows, out_dir)                                              starts and stops them
 
 Modules are imported the first time the registry is asked, so `python -m ccrig.experiments.nodes.filexfer`

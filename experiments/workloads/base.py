@@ -132,6 +132,7 @@ class Flow:
     receiver: str
     start: float       # seconds after the point's traffic starts
     duration: float    # seconds of sending
+    name: str = ""     # the spec's `label` of the flow (what figures call it), if it has one
 
     @property
     def server_port(self) -> int:
