@@ -48,7 +48,7 @@ def test_a_fault_spoils_the_repetition_only_when_too_little_is_left():
 
 
 def test_a_repetitions_means_leave_the_fault_intervals_out():
-    flow = SimpleNamespace(index=0, label="ab_standard", cc="ab_standard", sender="s1", receiver="d1")
+    flow = SimpleNamespace(index=0, label="ab_standard", cc="ab_standard", sender="s1", receiver="d1", name="")
     rows = [{"goodput_bps": g, "active": True} for g in (1.0, 5.0, 5.0, 50.0, 5.0)]
     rows[3]["fault"] = True
     system = [dict(r) for r in rows]
