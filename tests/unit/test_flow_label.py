@@ -35,3 +35,14 @@ def test_a_bad_label_is_one_line_naming_the_field(label):
     with pytest.raises(InputError, match=r"flows\[0\]\.label") as e:
         specmod.validate({**SPEC, "flows": [{"cc": "reno", "label": label}]}, "spec.yaml")
     assert "\n" not in str(e.value)
+
+
+def test_the_utility_diagram_names_flows_by_their_label(tmp_path):
+    from ccrig.experiments.report import plots
+    at = lambda n, name, g: {"flow": n, "cc": "alphabeta(alpha=5,beta=0.99)", **({"label": name} if name else {}),
+                             "goodput_bps": {"mean": g}, "rtt_s": {"mean": 0.1 + 0.05 * max(n, 1)}}
+    # the two FTPs at one place share a label, as flows of one cc do
+    flows = [at(0, "G FTP", 4.0e5), at(1, "G FTP", 4.0e5), at(2, "G Telnet", 1e3), at(3, None, 2e5)]
+    svg = plots.plot_utility([{"index": 0, "params": {"q": "pfifo"}, "flows": flows}], tmp_path)
+    text = svg.with_suffix(".svg").read_text()
+    assert "G FTP #0, #1" in text and "G Telnet #2" in text and "alphabeta(alpha=5,beta=0.99) #3" in text
