@@ -35,9 +35,12 @@ def test_one_flow_fills_the_bottleneck(ccrig):
 
 
 def test_two_identical_flows_share_fairly(ccrig):
-    p = ccrig.run(dumbbell([{"cc": "reno", "count": 2}], duration="15s"))
+    p = ccrig.run(dumbbell([{"cc": "reno", "count": 2, "label": "twin"}], duration="15s"))
     assert p.returncode == 0, p.stderr
     point = ccrig.summary()["points"][0]
+    # a flow's label names it in the summary and the terminal's table; its cc stays reno
+    assert [(f["cc"], f.get("label")) for f in point["flows"]] == [("reno", "twin")] * 2, point["flows"]
+    assert "0 twin" in p.stdout and "1 twin" in p.stdout, p.stdout
     # 0.85: two reno flows on a loaded 2-core machine (CI beside a TCG guest, 2026-11-28: 0.899); unfair would
     # read near 0.5
     assert point["system"]["jain"]["mean"] >= 0.85
