@@ -41,7 +41,7 @@ class Metric:
     short: str = ""                             # the terminal's heading where the report's is too wide
     axis_label: str = ""                        # a figure's axis label where it says more than the heading
     # what one repetition's mean can be (None: unbounded): when every repetition of a point reads the same, this
-    # range is all that bounds the point's mean (analysis/sequential.flat_interval)
+    # range is all that bounds the point's mean (analysis/flat.py)
     bounds: tuple[float | None, float | None] = (None, None)
 
     @property

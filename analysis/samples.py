@@ -64,7 +64,7 @@ UNBOUNDED: Bounds = (None, None)
 class Part:
     """One point's share of an estimate: coef times the mean (`value`) of n repetitions whose sample variance is
     var; `bounds` is the range one repetition's value can take (the metric's, analysis/metric_table.py), which
-    is all that bounds the mean when every repetition reads the same (sequential.flat_interval)."""
+    is all that bounds the mean when every repetition reads the same (analysis/flat.py)."""
     key: str
     coef: float
     var: float

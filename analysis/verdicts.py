@@ -122,12 +122,10 @@ class Archive:
                                     lambda r: _mean(r["system"].get("goodput_bps")), where + " without PAUSE")
             return scale(ratio(with_, without), 100.0, -100.0)
         flows = self._flows(q, p, where)
-        lo, hi = metric_table.bounds(q.metric)
-        if q.metric in JAIN:
-            lo, hi = 0.0, 1.0
-        elif q.metric in MODEL_METRICS or q.metric == "mathis_bps":
-            lo, hi = 0.0, None
-        if flows is not None and q.agg == "sum":   # a sum over the flows spans as many ranges
+        # what one repetition's value can be (analysis/flat.py): the metric's range (Jain's over a subset of the
+        # flows too), a model's throughput at least 0
+        lo, hi = (0.0, None) if q.metric in MODEL_METRICS else metric_table.bounds(q.metric)
+        if flows is not None and q.agg == "sum" and q.metric not in JAIN:   # a sum spans as many ranges
             lo, hi = (None if x is None else x * len(flows) for x in (lo, hi))
         if q.share:   # a part of the system's delivery (a subset of its flows), or unknown for other metrics
             lo, hi = (0.0, 1.0) if q.metric in ("goodput_bps", "throughput_bps") else (None, None)
@@ -268,7 +266,7 @@ class Verdict:
     def to_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "judgement"}
         j = self.judgement
-        # an unbounded end (a flat point whose quantity has no bound there: sequential.flat_interval) is null
+        # an unbounded end (a flat point whose quantity has no bound there: analysis/flat.py) is null
         out.update(interval=None if j is None or j.low is None else [_finite(j.low), _finite(j.high)],
                    level=None if j is None else j.level, look=None if j is None else j.look,
                    max_looks=None if j is None else j.max_looks,
