@@ -153,11 +153,11 @@ def _sub(x: float | None, y: float | None) -> float | None:
 
 def diff(a: Estimate, b: Estimate) -> Estimate:
     (alo, ahi), (blo, bhi) = a.bounds, b.bounds
-    paired = _paired(a, b, lambda x, y: x - y, (_sub(alo, bhi), _sub(ahi, blo)))
+    bounds = (_sub(alo, bhi), _sub(ahi, blo))
+    paired = _paired(a, b, lambda x, y: x - y, bounds)
     if paired is not None:
         return paired
-    return Estimate(a.mean - b.mean, a.parts + tuple(_with(p, -p.coef) for p in b.parts),
-                    bounds=(_sub(alo, bhi), _sub(ahi, blo)))
+    return Estimate(a.mean - b.mean, a.parts + tuple(_with(p, -p.coef) for p in b.parts), bounds=bounds)
 
 
 def ratio(a: Estimate, b: Estimate) -> Estimate:

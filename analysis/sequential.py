@@ -185,7 +185,8 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
     # shared between it and the t interval of the points with a spread (Bonferroni), so the sum covers
     flat = [p for p in est.parts if p.var == 0]
     spread = len(flat) < len(est.parts)
-    share = (1 - level) / max(1, len(flat) + spread)
+    shares = max(1, len(flat) + spread)   # the t interval's share and one a flat point
+    share = (1 - level) / shares
     half = _t(1 - share, est.df) * est.se if est.se > 0 else 0.0
     down, up = flatpart.widths(flat, share)
     out.low, out.high, out.level = est.mean - half - down, est.mean + half + up, level
@@ -227,7 +228,7 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
             out.basis += "; " + _needs_text(out.needs, rule)
         room = (rule.tol if rule.kind == "within" else rule.margin) / 2
         more, said = flatpart.needs([p for p in flat if p.key not in out.needs], room,
-                                    nxt / (len(flat) + spread), MORE_CAP)
+                                    nxt / shares, MORE_CAP)
         out.needs.update(more)
         out.basis += said
     return out
