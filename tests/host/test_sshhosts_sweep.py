@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ccrig.commands import Commands
-from support.sshhosts import Host, SshHosts, _base, _users, alive_tags, killed_beds, sweep_killed_beds
+from support.sshhosts import (Host, SshHosts, _base, _users, alive_tags, killed_beds, sweep_killed_beds,
+                              sweep_lock)
 
 # SSH test beds add users and sudoers files: useradd refuses while another holds /etc/passwd's lock
 pytestmark = pytest.mark.xdist_group("sshhosts")
@@ -31,10 +32,12 @@ def _left(prefix: str, bed: SshHosts) -> list[str]:
 
 
 def test_a_killed_processs_bed_is_swept_by_the_next_start_and_a_live_one_kept():
-    dead = SshHosts([Host("h1", ["senders"])], prefix=f"{_base()}{_dead_pid()}zz").up()   # as if its test was killed
+    dead = SshHosts([Host("h1", ["senders"])], prefix=f"{_base()}{_dead_pid()}zz")   # as if its test was killed
     live = None
     try:
-        assert dead.prefix in killed_beds()
+        with sweep_lock():   # no other worker's bed start sweeps it half built; once built, any start may
+            dead._up()
+            assert dead.prefix in killed_beds()
         live = SshHosts([Host("h1", ["senders"])]).up()   # this process's own: its pid is running
         assert _left(dead.prefix, dead) == []   # swept by the live one's start
         assert live.prefix not in killed_beds() and sweep_killed_beds(Commands()) == []

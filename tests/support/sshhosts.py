@@ -65,6 +65,12 @@ def machine_lock():
     return cache_lock(".sshhosts.lock", Path("/run/lock"))
 
 
+def sweep_lock():
+    """One sweep at a time, and none while a test builds a bed under a dead pid on purpose: another xdist worker's
+    bed start swept such a bed half built (CI: its bridge gone before its first host was cabled to it)."""
+    return cache_lock(".sshhosts-sweep.lock", Path("/run/lock"))
+
+
 def killed_beds() -> list[str]:
     """The prefixes of beds whose test process is gone: killed before its teardown (a CI run stopped by its
     limit, a SIGKILL), they left namespaces, sshd, users, a sudoers file, a bridge and a folder behind. A prefix
@@ -89,6 +95,11 @@ def _users() -> list[str]:
 
 def sweep_killed_beds(commands: Commands) -> list[str]:
     """Removes what killed_beds() names (as down() would) and says what it removed."""
+    with sweep_lock():
+        return _sweep(commands)
+
+
+def _sweep(commands: Commands) -> list[str]:
     said, users = [], _users()
     for prefix in killed_beds():
         bed = SshHosts([], prefix=prefix, commands=commands)
