@@ -61,6 +61,12 @@ void BPF_PROG(ccrig_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	struct ccrig_params p = ccrig_params;
 	__u32 cwnd;
 
+#ifdef CCRIG_LAW_WINDOW
+	/* a law with a window of its own holds it in every state, as the module's glue does (kmod/ccrig_kmod.h) */
+	cwnd = CCRIG_LAW_WINDOW(&p);
+	tp->snd_cwnd = cwnd < tp->snd_cwnd_clamp ? cwnd : tp->snd_cwnd_clamp;
+	return;
+#endif
 	if (!ccrig_cwnd_limited(tp))
 		return;
 	if (tp->snd_cwnd < tp->snd_ssthresh) {

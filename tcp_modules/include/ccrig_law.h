@@ -9,6 +9,8 @@
  * relative to this directory ("../families/NAME.h"). That file defines, with the arithmetic below:
  *     u64 ccrig_law_increase(const struct ccrig_params *p, u32 w)      I(W) per RTT in Q20, w >= 1
  *     u64 ccrig_law_loss_window(const struct ccrig_params *p, u32 w)   the window after a loss in Q20
+ * and, for a law with a window of its own (generic.h), CCRIG_LAW_WINDOW(p): the glue then sets the window to it
+ * on every ACK, in every state (no slow start, and a timeout's one packet is the whole window again at its ACK),
  * and this core does the rest for every family: Reno's accumulator, the floor of 2 segments, the per-ACK
  * option and the first-loss halving. Each build holds one family (one module, one BPF object, one harness).
  *

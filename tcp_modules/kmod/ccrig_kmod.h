@@ -66,6 +66,13 @@ static void ccrig_cong_avoid(struct sock *sk, u32 ack, u32 acked)
 	struct ccrig_ca *ca = ccrig_ca(sk);
 	u32 cwnd;
 
+#ifdef CCRIG_LAW_WINDOW
+	/* a law with a window of its own (families/generic.h) holds it in every state: no slow start at the start
+	 * nor after a timeout, which left one packet in flight (tcp_enter_loss); the timeout's first ACK restores it.
+	 * The kernel calls this in the Loss state too (tcp_cong_control: not a cwnd reduction) */
+	tcp_snd_cwnd_set(tp, min_t(u32, CCRIG_LAW_WINDOW(&ca->p), tp->snd_cwnd_clamp));
+	return;
+#endif
 	if (!tcp_is_cwnd_limited(sk))
 		return;
 	/* slow start until the first loss, as in Reno */

@@ -32,7 +32,8 @@ def test_modules_build_against_headers(kdir):
             ("tcp_alphabeta", ["ab_standard", "ab_responsive", "ab_smooth", "ab_param"], ["alpha", "beta"]),
             ("tcp_poly", ["poly_aimd", "poly_mimd", "poly_miad", "poly_aiad", "poly_aiad2", "poly_pipd",
                           "poly_aipd", "poly_piad", "poly_mimd_paper", "poly_pipd_paper", "poly_param"],
-             ["alpha", "beta", "k", "l", "terms", "per_ack", "halve_first"])):
+             ["alpha", "beta", "k", "l", "terms", "per_ack", "halve_first"]),
+            ("tcp_generic", ["generic_5", "generic_40", "generic_param"], ["window"])):
         ko = TCP_MODULES / "kmod" / f"{module}.ko"
         info = subprocess.run(["modinfo", str(ko)], capture_output=True, text=True, check=True).stdout
         assert any(line.split()[1:2] == [release] for line in info.splitlines() if line.startswith("vermagic:"))

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
-from contextlib import contextmanager
-
 from ccrig.commands import Commands
+from ccrig.ports import CLIENT_PORT, SERVER_PORT
 from ccrig.tcp_modules import bpf_fault
+from ccrig.topologies.loss import program
 from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
+from support import wait
 
 SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "nodes" / "sampler.py"
 SECONDS = 4
@@ -23,10 +27,10 @@ OPEN, RECOVERY, LOSS = 0, 3, 4   # tcp_info ca_state: TCP_CA_Open, TCP_CA_Recove
 
 
 @contextmanager
-def bottleneck(prefix: str, buffer_packets: int):
-    """One sender -> router (htb 10 Mbit/s + pfifo of buffer_packets, wire-sized packets) -> one receiver on the
-    netns testbed, torn down afterwards."""
-    topo = DumbbellSpec.model_validate({"bottleneck": {"rate": "10mbit", "buffer": f"{buffer_packets}pkt"}}).build(1)
+def bottleneck(prefix: str, buffer_packets: int, rate: str = "10mbit"):
+    """One sender -> router (htb at rate, 10 Mbit/s unless said, + pfifo of buffer_packets, wire-sized packets)
+    -> one receiver on the netns testbed, torn down afterwards."""
+    topo = DumbbellSpec.model_validate({"bottleneck": {"rate": rate, "buffer": f"{buffer_packets}pkt"}}).build(1)
     bed = NetnsTestbed(topo, Commands(None), prefix)
     try:
         bed.up()
@@ -35,10 +39,12 @@ def bottleneck(prefix: str, buffer_packets: int):
         bed.down()
 
 
-def run_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS) -> tuple[dict, list[tuple[float, dict]]]:
-    """One iperf3 flow s1 -> d1 using cc; returns iperf3's JSON and the data socket's TCP_INFO samples."""
+def run_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS,
+             during: Callable[[], None] | None = None) -> tuple[dict, list[tuple[float, dict]]]:
+    """One iperf3 flow s1 -> d1 using cc, flow 0's ports (ccrig/ports.py: the loss program's to drop), during()
+    called while it runs; returns iperf3's JSON and the data socket's TCP_INFO samples."""
     s, d = bed.topology.pairs[0]
-    server = bed.popen(d, ["iperf3", "-s", "-1", "-p", "5201"])
+    server = bed.popen(d, ["iperf3", "-s", "-1", "-p", str(SERVER_PORT)])
     # to a file, not a pipe: a pipe nobody reads during the flow fills up and stalls the sampler
     with tempfile.TemporaryFile() as trace:
         sampler = bed.popen(s, [sys.executable, str(SAMPLER), "--period", "0.01"], stdout=trace)
@@ -48,9 +54,18 @@ def run_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS) -> tuple[dict
             deadline = time.monotonic() + 20
             while os.fstat(trace.fileno()).st_size == 0 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            time.sleep(0.3)   # and the iperf3 server listens
-            out = bed.run(s, ["iperf3", "-c", bed.address(d), "-p", "5201", "-t", str(seconds), "-C", cc, "-J"],
-                          timeout=seconds + 30)
+            wait.listening(lambda argv: bed.run(d, argv, check=False), SERVER_PORT, timeout=30)
+            client = bed.popen(s, ["iperf3", "-c", bed.address(d), "-p", str(SERVER_PORT), "--cport",
+                                   str(CLIENT_PORT), "-t", str(seconds), "-C", cc, "-J"], stdout=subprocess.PIPE)
+            try:
+                if during is not None:
+                    during()
+                out, _ = client.communicate(timeout=seconds + 30)
+                assert client.returncode == 0, f"iperf3 client with {cc}: exit {client.returncode}: {out[-500:]!r}"
+            finally:
+                if client.poll() is None:
+                    client.kill()
+                    client.wait(timeout=10)
         finally:
             sampler.terminate()
             sampler.wait(timeout=10)
@@ -62,19 +77,19 @@ def run_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS) -> tuple[dict
     for line in raw.decode().splitlines():
         rec = json.loads(line)
         for key, f in rec["s"].items():
-            if key.endswith(":5201"):
+            if key.endswith(f":{SERVER_PORT}"):
                 per_key.setdefault(key, []).append((rec["t"], f))
     # the data connection is the one that moved the bytes (the other is iperf3's control connection)
     key = max(per_key, key=lambda k: per_key[k][-1][1].get("bytes_acked", 0))
-    return json.loads(out.stdout), per_key[key]
+    return json.loads(out), per_key[key]
 
 
-def law_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS):
+def law_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS, during: Callable[[], None] | None = None):
     """run_flow once, and the runs of its samples that the kernel's BPF struct_ops fault left alone
     (tcp_modules/bpf_fault.py: a skipped ssthresh callback leaves a garbage ssthresh, and the window is the
     fault's until congestion avoidance resumes). The law is read from those runs only; what was cut out is
     counted, and is printed, never retried."""
-    result, samples = run_flow(bed, cc, seconds)
+    result, samples = run_flow(bed, cc, seconds, during)
     runs, excluded = bpf_fault.clean_runs(samples)
     if excluded:
         print(f"{cc}: {excluded} of {len(samples)} samples excluded, the kernel's BPF struct_ops fault "
@@ -132,3 +147,31 @@ def growth_per_rtt(runs) -> tuple[float, float]:
         wsum += w * r
     assert rounds > 3, "too few round trips in congestion avoidance to measure the increase"
     return grow / rounds, wsum / rounds
+
+
+def through_blackout(bed: NetnsTestbed, cc: str, seconds: float = 7, down_at: float = 2.0,
+                     down_for: float = 1.0) -> tuple[list[tuple[float, dict]], float, int]:
+    """One flow (law_flow) whose path goes down for down_for seconds, down_at seconds into it: the loss program
+    drops every packet into the receiver, so the sender's retransmission timer fires and backs off. Returns the
+    clean runs' samples, the time the path came back and the timeouts the sender's MIB counted (nstat)."""
+    s, d = bed.topology.pairs[0]
+    # on the receiver's ingress from its router (bottleneck(): s1 - r1 - r2 - d1): a drop at the sender's own
+    # egress is no loss to TCP, which sends the skb again as new data
+    drop = program.LinkDropper(bed, "r2", d, bed.egress_device(d, "r2"), hook="ingress")
+    drop.attach(program.build(bed.commands))
+    back: list[float] = []
+
+    def blackout():
+        time.sleep(down_at)
+        drop.set_down(True)
+        time.sleep(down_for)
+        drop.set_down(False)
+        back.append(time.time())
+
+    def timeouts() -> int:
+        out = bed.run(s, ["nstat", "-asz", "TcpExtTCPTimeouts"]).stdout.split()
+        return int(out[out.index("TcpExtTCPTimeouts") + 1])
+
+    before = timeouts()
+    _, _, runs = law_flow(bed, cc, seconds, blackout)
+    return [x for run in runs for x in run], back[0], timeouts() - before

@@ -44,7 +44,7 @@ def _sample(rng):
     return Lin(round(rng.uniform(0.05, 20), 6), round(rng.uniform(0.05, 50), 6), rng.random() < 0.3)
 
 
-FAMILY = Family(law=Lin, letter="l", code=3, tunable="lin_param", summary="AIAD congestion control",
+FAMILY = Family(law=Lin, letter="l", code=4, tunable="lin_param", summary="AIAD congestion control",
                 presets={"lin_one": Lin(), "lin_three": Lin(2.0, 3.0)}, sample=_sample, n_random=12)
 '''
 

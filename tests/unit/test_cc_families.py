@@ -77,7 +77,7 @@ def test_a_new_family_is_three_files(tmp_path):
     # the loaders
     cbpf, cbpfobj, ckmod = (newfamily.load(root, m) for m in ("bpf", "bpfobj", "kmod"))
     assert cbpf.generated_name("cclw-1", law).startswith("crl_") and cbpfobj.OBJECT["lin"] == "tcp_lin.bpf.o"
-    assert cbpfobj.PARAMS.unpack(cbpfobj.pack_params(law))[1:] == (2 << 20, 3 << 20, 0, 1, 1, 0, 3, 0)
+    assert cbpfobj.PARAMS.unpack(cbpfobj.pack_params(law))[1:] == (2 << 20, 3 << 20, 0, 1, 1, 0, 4, 0)
     assert (ckmod.MODULE["lin"], ckmod.PARAM_INSTANCE["lin"]) == ("tcp_lin", "lin_param")
     # the build: make finds it, writes its module's source, and its C law passes its vectors
     subprocess.run(["make", "-s", "-C", str(root), "harness", "sources"], check=True, timeout=300,

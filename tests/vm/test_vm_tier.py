@@ -23,6 +23,7 @@ GUEST_TESTS = "tests/vm/guest"
 # host-tier tests whose outcome depends on what the kernel has: they run here too, so each branch is exercised on a
 # kernel that lacks the feature (this machine's) and on one that has it (the distribution kernel's)
 HOST_TESTS_BOTH_WAYS = ["tests/host/test_qdisc_probe.py",
+                        "tests/host/test_cc_generic.py",   # its law as BPF here, as a module there
                         "tests/host/test_run_lifecycle.py::test_missing_kernel_feature_fails_before_setup",
                         "tests/host/test_mininet.py::test_kernel_datapath_is_checked_before_setup"]
 # s: the whole guest session (boot, the guest tests under TCG, power-off): 962 s alone, 1074 s in CI beside the

@@ -1,0 +1,64 @@
+"""Keshav's Generic flow control as a law (tcp_modules/families/generic.py): a constant window, kept through a
+retransmission timeout. On a real path (1 Mbit/s: 12 ms a packet, so a slow start from one packet lasts some
+200 ms, which 10 ms TCP_INFO samples see) that goes down for a second, the sender's timer fires and backs off
+(the kernel's MIB counts the timeouts); once the path is back, the first ACK restores Generic's whole window. The
+nearest law before it, alpha/beta 5/0.99 with the same sender settings (the Keshav study's specs), slow-starts
+back from one packet instead: the check tells them apart.
+
+The law loads as a kernel module where the kernel takes them, else as BPF (`auto`): here BPF (this kernel's
+glue, bpf/ccrig_tcp.bpf.h), on the distribution kernel of the vm tier the module (kmod/ccrig_kmod.h), which
+runs this file too (tests/vm/test_vm_tier.py HOST_TESTS_BOTH_WAYS)."""
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from ccrig.commands import Commands
+from ccrig.experiments.run.sender_tcp import SenderTcp, TcpSettings
+from ccrig.tcp_modules.manager import CcManager
+from support.lawflow import bottleneck, through_blackout
+
+pytestmark = pytest.mark.host
+
+PREFIX = f"ccgn-{os.getpid()}"
+W = 20
+# the Keshav specs' Generic sender: no fast retransmit, RACK, tail loss probe or F-RTO, the window pinned
+SENDER = TcpSettings(recovery="none", frto=False, tlp=False, reordering=300, initcwnd=W, rto_min="20ms")
+GENERIC = {"law": "generic", "window": W}
+NEAREST = {"law": "alphabeta", "alpha": 5, "beta": 0.99}
+# from the first ACK after the path is back: a slow start from one packet adds one segment an ACK, and the
+# 1 Mbit/s line gives at most 13 ACKs in SLOW_S, so the nearest law cannot be back at W by then
+SLOW_S = 0.15
+AFTER_S = 0.5
+
+
+def _after_outage(prefix: str, cc: str) -> tuple[list[tuple[float, int]], int]:
+    """(seconds from the first ACK once the path is back, window) for the AFTER_S seconds from it, and the
+    timeouts."""
+    with bottleneck(prefix, 40, rate="1mbit") as bed:   # 40 packets: the window alone never overflows the queue
+        SenderTcp(bed, [(0, SimpleNamespace(tcp=SENDER, max_window=W), "s1", "d1")]).apply()
+        samples, back, timeouts = through_blackout(bed, cc)
+    acked = max(f["bytes_acked"] for t, f in samples if t <= back)
+    first = next(t for t, f in samples if t > back and f["bytes_acked"] > acked)
+    return [(t - first, f["snd_cwnd"]) for t, f in samples if first <= t <= first + AFTER_S], timeouts
+
+
+def test_generic_keeps_its_window_through_a_timeout():
+    with CcManager(Commands(None), PREFIX) as m:
+        names = m.prepare([GENERIC, NEAREST])
+        forms = {d["kernel_name"]: d["form"] for d in m.describe()}
+        generic, g_timeouts = _after_outage(f"{PREFIX}g", names["generic(window=20)"])
+        nearest, n_timeouts = _after_outage(f"{PREFIX}n", names["alphabeta(alpha=5,beta=0.99)"])
+    print(f"{forms}; after the outage: generic {generic} ({g_timeouts} timeouts), nearest {nearest} "
+          f"({n_timeouts})")
+    # a second down: the timer fires at least twice (its first timeout and one backed off)
+    assert g_timeouts >= 2 and n_timeouts >= 2, (g_timeouts, n_timeouts)
+    # Generic's window is whole from the first ACK on (a sample in ten may catch the kernel between an ACK and the
+    # law's callback, or this kernel's skipped BPF callback: tcp_modules/bpf_fault.py)
+    windows = [w for _, w in generic]
+    assert len(windows) >= 5 and sum(w == W for w in windows) >= 0.9 * len(windows), generic
+    # the nearest law starts again from one packet: the check can fail
+    slow = [w for t, w in nearest if t <= SLOW_S]
+    assert slow and min(slow) <= W // 2 and W not in slow, nearest
