@@ -25,7 +25,7 @@ from ccrig.analysis.intervals import FlowSeries, system_interval
 from ccrig.errors import RunError
 from ccrig.qdiscs import classes_under
 from ccrig.topologies import loss
-from ccrig.experiments.run import fidelity, summary
+from ccrig.experiments.run import fidelity, mib, summary
 from ccrig.experiments.run.archive import RepetitionTables
 from ccrig.experiments.run.collectors import QdiscReader, ReceiverLog, machine_samplers
 from ccrig.experiments.run.inside import SYSTEM_COLUMNS as QUEUE_COLUMNS, Inside
@@ -116,6 +116,8 @@ class Measurement:
                        for a, b in topo.queues()]
         self.upstream = [loss.upstream(topo, loss.DropPoint(a, b)) for a, b in topo.queues()]
         self.pending = sorted(self.flows, key=lambda f: f.start)
+        self.senders = sorted({f.sender for f in self.flows if f.workload.tcp_info})
+        self.mib = mib.read(self.bed, self.senders)   # the senders' own TCP counters before the traffic
         prev = self._totals(tables, 0.0)
         # the run certifies itself (CPU, the bottleneck's dequeue rate and queue, the sampler's lateness)
         self.monitor = fidelity.Monitor(self.rate, self.capacity.t_max(0, exp.interval), exp.warmup, prev["rows"],
@@ -238,6 +240,7 @@ class Measurement:
     def _record(self) -> dict:
         exp, unit, flows = self.exp, self.unit, self.flows
         results = self.traffic.results()
+        counted = mib.delta(self.mib, mib.read(self.bed, self.senders))   # how each sender's kernel recovered
         lines = self.bed.stop_lines()   # each delay line's counters: how late its frames left
         checks = summary.cross_check(flows, self.sampler_of, results)
         inside = self.inside.stop(flows, self.sampler_of) if self.inside is not None else {}
@@ -257,7 +260,11 @@ class Measurement:
         entry.update(summary.by_phase(flows, results, self.t0, exp.interval, exp.warmup, self.rows_by_flow,
                                       self.system_rows, exp.ci))
         # each flow's least RTT from its data packets, held to the physical floor (summary.data_min_rtt)
+        entry["sender_mib"] = counted
+        alone = [f.sender for f in flows if f.workload.tcp_info]
         for e, f in zip(entry["flows"], flows):
+            if f.workload.tcp_info and alone.count(f.sender) == 1:
+                e["sender_mib"] = counted.get(f.sender, {})   # its machine's counts are its own
             trace = self.sampler_of[f.sender_key].snapshot(f.sender_key)
             e["data_min_rtt_s"] = summary.data_min_rtt(trace, a, b)
             e["handshake_retransmitted"] = summary.handshake_retransmitted(trace)
