@@ -259,9 +259,9 @@ class Measurement:
         # an on/off source's phases apart (summary.by_phase): its own schedule against the intervals' clock
         entry.update(summary.by_phase(flows, results, self.t0, exp.interval, exp.warmup, self.rows_by_flow,
                                       self.system_rows, exp.ci))
-        # each flow's least RTT from its data packets, held to the physical floor (summary.data_min_rtt)
         entry["sender_mib"] = counted
         alone = [f.sender for f in flows if f.workload.tcp_info]
+        # each flow's least RTT from its data packets, held to the physical floor (summary.data_min_rtt)
         for e, f in zip(entry["flows"], flows):
             if f.workload.tcp_info and alone.count(f.sender) == 1:
                 e["sender_mib"] = counted.get(f.sender, {})   # its machine's counts are its own
