@@ -50,8 +50,9 @@ EventField = events.event_union()
 class Flow(BaseModel):
     model_config = ConfigDict(extra="forbid")
     count: FlowCount = 1
-    # a kernel name (net.ipv4.tcp_available_congestion_control), a preset of the alpha/beta or polynomial
-    # laws (ab_smooth, poly_pipd, ...), or a parameterisation {law: alphabeta|poly, ...}: tcp_modules/spec.py
+    # a kernel name (net.ipv4.tcp_available_congestion_control), a preset of the alpha/beta, polynomial or
+    # Generic laws (ab_smooth, poly_pipd, generic_40, ...), or a parameterisation {law: alphabeta|generic|poly, ...}:
+    # tcp_modules/spec.py
     cc: CcField = "cubic"
     # one of the workloads (experiments/workloads/), by kind; bulk when none is named
     workload: WorkloadField = Field(default_factory=workloads.default)

@@ -6,6 +6,7 @@
     cc: {law: alphabeta, beta: 0.875, friendly: true}  # alpha = 4 (1 - beta^2) / 3
     cc: {law: poly, k: 1, l: 1, terms: 2, alpha: 1, beta: 0.5, per_ack: false}   # beta is the fraction removed
     cc: {law: poly, k: 1, l: 1, terms: 2, alpha: 20, beta: 0.1, halve_first: true}   # = poly_pipd_paper
+    cc: {law: generic, window: 40}                     # Keshav's Generic: a constant window, kept through a timeout
 
 A mapping is checked against the parameters its family declares (families/NAME.py). `CcField` is the pydantic
 type; `cc_key()` gives the canonical text of any value (the key `CcManager.prepare`
