@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ccrig.commands import Commands
+from ccrig.experiments.run import mib
 from ccrig.ports import CLIENT_PORT, SERVER_PORT
 from ccrig.tcp_modules import bpf_fault
 from ccrig.topologies.loss import program
@@ -153,7 +154,7 @@ def through_blackout(bed: NetnsTestbed, cc: str, seconds: float = 7, down_at: fl
                      down_for: float = 1.0) -> tuple[list[tuple[float, dict]], float, int]:
     """One flow (law_flow) whose path goes down for down_for seconds, down_at seconds into it: the loss program
     drops every packet into the receiver, so the sender's retransmission timer fires and backs off. Returns the
-    clean runs' samples, the time the path came back and the timeouts the sender's MIB counted (nstat)."""
+    clean runs' samples, the time the path came back and the timeouts the sender's MIB counted (experiments/run/mib.py)."""
     s, d = bed.topology.pairs[0]
     # on the receiver's ingress from its router (bottleneck(): s1 - r1 - r2 - d1): a drop at the sender's own
     # egress is no loss to TCP, which sends the skb again as new data
@@ -168,10 +169,6 @@ def through_blackout(bed: NetnsTestbed, cc: str, seconds: float = 7, down_at: fl
         drop.set_down(False)
         back.append(time.time())
 
-    def timeouts() -> int:
-        out = bed.run(s, ["nstat", "-asz", "TcpExtTCPTimeouts"]).stdout.split()
-        return int(out[out.index("TcpExtTCPTimeouts") + 1])
-
-    before = timeouts()
+    before = mib.read(bed, [s])
     _, _, runs = law_flow(bed, cc, seconds, blackout)
-    return [x for run in runs for x in run], back[0], timeouts() - before
+    return [x for run in runs for x in run], back[0], mib.delta(before, mib.read(bed, [s]))[s]["timeouts"]
