@@ -154,7 +154,8 @@ def through_blackout(bed: NetnsTestbed, cc: str, seconds: float = 7, down_at: fl
                      down_for: float = 1.0) -> tuple[list[tuple[float, dict]], float, int]:
     """One flow (law_flow) whose path goes down for down_for seconds, down_at seconds into it: the loss program
     drops every packet into the receiver, so the sender's retransmission timer fires and backs off. Returns the
-    clean runs' samples, the time the path came back and the timeouts the sender's MIB counted (experiments/run/mib.py)."""
+    clean runs' samples, the time the path came back and the timeouts the sender's MIB counted
+    (experiments/run/mib.py)."""
     s, d = bed.topology.pairs[0]
     # on the receiver's ingress from its router (bottleneck(): s1 - r1 - r2 - d1): a drop at the sender's own
     # egress is no loss to TCP, which sends the skb again as new data
