@@ -116,8 +116,8 @@ class Measurement:
                        for a, b in topo.queues()]
         self.upstream = [loss.upstream(topo, loss.DropPoint(a, b)) for a, b in topo.queues()]
         self.pending = sorted(self.flows, key=lambda f: f.start)
-        self.senders = sorted({f.sender for f in self.flows if f.workload.tcp_info})
-        self.mib = mib.read(self.bed, self.senders)   # the senders' own TCP counters before the traffic
+        self.senders = [f.sender for f in self.flows if f.workload.tcp_info]   # a node once a TCP flow on it
+        self.mib = mib.read(self.bed, sorted(set(self.senders)))   # their own TCP counters before the traffic
         prev = self._totals(tables, 0.0)
         # the run certifies itself (CPU, the bottleneck's dequeue rate and queue, the sampler's lateness)
         self.monitor = fidelity.Monitor(self.rate, self.capacity.t_max(0, exp.interval), exp.warmup, prev["rows"],
@@ -240,7 +240,7 @@ class Measurement:
     def _record(self) -> dict:
         exp, unit, flows = self.exp, self.unit, self.flows
         results = self.traffic.results()
-        counted = mib.delta(self.mib, mib.read(self.bed, self.senders))   # how each sender's kernel recovered
+        counted = mib.delta(self.mib, mib.read(self.bed, list(self.mib)))   # how each sender's kernel recovered
         lines = self.bed.stop_lines()   # each delay line's counters: how late its frames left
         checks = summary.cross_check(flows, self.sampler_of, results)
         inside = self.inside.stop(flows, self.sampler_of) if self.inside is not None else {}
@@ -260,10 +260,9 @@ class Measurement:
         entry.update(summary.by_phase(flows, results, self.t0, exp.interval, exp.warmup, self.rows_by_flow,
                                       self.system_rows, exp.ci))
         entry["sender_mib"] = counted
-        alone = [f.sender for f in flows if f.workload.tcp_info]
         # each flow's least RTT from its data packets, held to the physical floor (summary.data_min_rtt)
         for e, f in zip(entry["flows"], flows):
-            if f.workload.tcp_info and alone.count(f.sender) == 1:
+            if f.workload.tcp_info and self.senders.count(f.sender) == 1:
                 e["sender_mib"] = counted.get(f.sender, {})   # its machine's counts are its own
             trace = self.sampler_of[f.sender_key].snapshot(f.sender_key)
             e["data_min_rtt_s"] = summary.data_min_rtt(trace, a, b)
