@@ -35,7 +35,8 @@ class Law(BaseModel):
 
 
 class Quantity(BaseModel):
-    """One number of one point: {spec, at, flows, metric, agg, share, phase} (see the module's docstring).
+    """One number of one point: {spec, at, flows, metric, agg, share, phase, exceeds} (see the module's
+    docstring).
 
     `metric` is a summary metric, a PAUSE gain, a workload's own record as KIND.KEY[.STAT] (e.g.
     `interactive.latency_s.mean`: the per-message latency the interactive workload measures, averaged over the
@@ -52,10 +53,16 @@ class Quantity(BaseModel):
     law: Law | None = None   # gaimd_bps's (alpha, beta)
     # the intervals an on/off source was on (or off) throughout only (summary.json's `phases`); omitted: all
     phase: Literal["on", "off"] | None = None
+    # 1 in a repetition whose reading exceeds this, else 0: the point's mean is then the share of its repetitions
+    # that exceed it, judged by an exact binomial interval (analysis/binary.py). `loss` with `exceeds: 0`: how
+    # often a repetition drops anything, where a bound on the mean loss near 0 needs more than 1000
+    exceeds: float | None = None
 
     def problem(self) -> str | None:
         """What is wrong with the metric for this selection, or None."""
         m = self.metric
+        if self.exceeds is not None and m in PAUSE_METRICS:
+            return f"exceeds reads one value a repetition; {m} is not one (a gain over two sets, or a model's)"
         if self.phase is not None and ("." in m or m in PAUSE_METRICS or m in MODEL_METRICS):
             return (f"phase {self.phase} reads the summary metrics of the system and the flows only; {m} has no "
                     f"phases")

@@ -35,6 +35,7 @@ or faults striking where losses cluster (the ssthresh callback runs on a loss); 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -71,6 +72,7 @@ class Part:
     n: int
     value: float = 0.0
     bounds: Bounds = UNBOUNDED
+    binary: bool = False     # each repetition read 1 or 0: value is a share, judged exactly (analysis/binary.py)
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,9 @@ def fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED) -> Estimate:
-    """One point's repetitions' values (repetition number -> value), each within bounds (None: unbounded)."""
+def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED, binary: bool = False) -> Estimate:
+    """One point's repetitions' values (repetition number -> value), each within bounds (None: unbounded);
+    binary: each is 1 or 0."""
     xs = [float(v) for v in values.values()]
     if not xs:
         raise NotRun(f"{key}: no usable repetition")
@@ -125,7 +128,10 @@ def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED) ->
     # a value outside the declared range says the range is wrong, not the value: the range widens to hold it
     lo, hi = bounds
     bounds = (None if lo is None else min(lo, *xs), None if hi is None else max(hi, *xs))
-    return Estimate(mean, (Part(key, 1.0, var, n, mean, bounds),), key, tuple(sorted(values.items())), bounds=bounds)
+    if binary and any(x not in (0.0, 1.0) for x in xs):
+        raise ValueError(f"{key}: a binary point's repetitions read 1 or 0, got {sorted(set(xs))}")
+    part = Part(key, 1.0, var, n, mean, bounds, binary)
+    return Estimate(mean, (part,), key, tuple(sorted(values.items())), bounds=bounds)
 
 
 def constant(x: float, why: str) -> Estimate:
@@ -144,7 +150,7 @@ def _paired(a: Estimate, b: Estimate, f, bounds: Bounds = UNBOUNDED) -> Estimate
 
 
 def _with(p: Part, coef: float) -> Part:
-    return Part(p.key, coef, p.var, p.n, p.value, p.bounds)
+    return dataclasses.replace(p, coef=coef)
 
 
 def _sub(x: float | None, y: float | None) -> float | None:

@@ -42,7 +42,9 @@ The API the study engine calls (pure: numbers in, decisions out):
                                                   -> [(point, n_more)] within the budget (analysis/allocation.py)
 
 A point whose repetitions all read the same value has no spread for t: its bound is exact and distribution-free
-instead, from the metric's range (analysis/flat.py), and judge adds it to the t interval of the others.
+instead, from the metric's range (analysis/flat.py), and judge adds it to the t interval of the others; so does
+a point whose repetitions each read 1 or 0 (a share of repetitions: Clopper-Pearson's exact interval,
+analysis/binary.py).
 
 A point is "SPEC#INDEX" (a PAUSE point's run without PAUSE "SPEC#INDEX/baseline"). analysis/verdicts.py builds a
 claim's estimate from the summaries (evaluate(claim, archive, look, design, final) -> Verdict with its Judgement).
@@ -55,6 +57,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
+from . import binary as binarypart
 from . import flat as flatpart
 from .allocation import by_unit
 from .samples import Estimate, fmt
@@ -181,14 +184,17 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
                      f"at each point it reads")
         return out
     level = 1 - design.nominal(look, final)
-    # points whose repetitions all agree get an exact bound of their own (analysis/flat.py); the look's alpha is
-    # shared between it and the t interval of the points with a spread (Bonferroni), so the sum covers
-    flat = [p for p in est.parts if p.var == 0]
-    spread = len(flat) < len(est.parts)
-    shares = max(1, len(flat) + spread)   # the t interval's share and one a flat point
+    # points whose repetitions all agree get an exact bound of their own (analysis/flat.py), and so do shares
+    # of repetitions (analysis/binary.py); the look's alpha is shared between them and the t interval of the
+    # other points (Bonferroni), so the sum covers
+    binary = [p for p in est.parts if p.binary]
+    flat = [p for p in est.parts if p.var == 0 and not p.binary]
+    rest = Estimate(est.mean, tuple(p for p in est.parts if p.var > 0 and not p.binary))
+    spread = bool(rest.parts)
+    shares = max(1, len(flat) + len(binary) + spread)   # the t interval's share and one an exact point
     share = (1 - level) / shares
-    half = _t(1 - share, est.df) * est.se if est.se > 0 else 0.0
-    down, up = flatpart.widths(flat, share)
+    half = _t(1 - share, rest.df) * rest.se if rest.se > 0 else 0.0
+    down, up = (a + b for a, b in zip(flatpart.widths(flat, share), binarypart.widths(binary, share)))
     out.low, out.high, out.level = est.mean - half - down, est.mean + half + up, level
     # the mean cannot leave the quantity's range, so an interval cut to it covers as often (loss below 0: a
     # t interval over one repetition with losses and two without)
@@ -203,8 +209,9 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
         f", t over repetitions (n ≥ {est.n})" if spread else "") + (", cut to the quantity's range" if cut else "")
     if rule.kind == "sided" and rule.margin > 0:
         out.basis += f", margin ±{fmt(rule.margin)}"
-    if flat:
-        out.basis += "; " + "; ".join(flatpart.text(p, share) for p in flat)
+    if flat or binary:
+        out.basis += "; " + "; ".join([flatpart.text(p, share) for p in flat]
+                                      + [binarypart.text(p, share) for p in binary])
     if out.verdict == "undecided":
         # what the next look would need; after a final one, what one look at the whole alpha would
         nxt = design.alpha if final else design.nominal(look + 1, look + 1 == design.max_looks)
@@ -231,6 +238,12 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
                                     nxt / shares, MORE_CAP)
         out.needs.update(more)
         out.basis += said
+        # a share's exact interval narrows with n whatever the repetitions read: doubling, a schedule no data
+        # chose (its width from the margin alone would ask for hundreds at a margin of a few per cent)
+        more = {p.key: p.n for p in binary if p.key not in out.needs}
+        if more:
+            out.needs.update(more)
+            out.basis += f"; the next look doubles {', '.join(f'{k} ({n} more)' for k, n in more.items())}"
     return out
 
 

@@ -150,10 +150,15 @@ class Archive:
             whole = get
             get = lambda r: whole({**r, **_phase(r, q.phase)})
             what += f" with the on/off source {q.phase}"
-        return self._per_rep(key, p, get, where, what, bounds)
+        if q.exceeds is not None:   # a Bernoulli trial per repetition: the point's mean is a share
+            reading = get
+            get = lambda r: _exceeds(reading(r), q.exceeds)
+            what += f" exceeding {q.exceeds:g}"
+            bounds = (0.0, 1.0)
+        return self._per_rep(key, p, get, where, what, bounds, binary=q.exceeds is not None)
 
-    def _per_rep(self, key: str, p: dict, get, where: str, what: str = "goodput", bounds=(None, None)
-                 ) -> Estimate:
+    def _per_rep(self, key: str, p: dict, get, where: str, what: str = "goodput", bounds=(None, None),
+                 binary: bool = False) -> Estimate:
         reps = p.get("repetitions")
         if not reps:
             raise NotRun(f"{where}: no repetitions recorded")
@@ -169,7 +174,7 @@ class Archive:
                 values[number] = v
         if not values:
             raise NotRun(f"{where}: no usable repetition ({'; '.join(sorted(set(self._reasons(key)))) or what})")
-        return from_reps(key, values, bounds)
+        return from_reps(key, values, bounds, binary)
 
     def _reasons(self, key: str) -> list[str]:
         return [why for (k, _), why in self.excluded.items() if k == key]
@@ -193,6 +198,10 @@ def _phase(rep: dict, phase: str) -> dict:
     """A repetition's system and flows over one phase of its on/off source; a KeyError (no value) without one."""
     got = rep["phases"][phase]
     return {"system": got["system"], "flows": got["flows"]}
+
+
+def _exceeds(value: float | None, threshold: float) -> float | None:
+    return None if value is None else float(value > threshold)
 
 
 def _mean(entry: dict | None) -> float | None:
