@@ -7,7 +7,8 @@ Each run is its claims.json (or the study directory holding it). Two verdicts ag
 `undecided` and `not-applicable` agree with nothing but themselves, so a claim one run could not decide counts
 against agreement. A claim not applicable in both runs (a part of a study leaves the other specs' claims so, or
 a point neither run measured) is judged by neither: it is left out of the agreement and the undecided share, and
-counted apart (`unjudged`). A claim decided (holds, fails, no-difference) without an interval over repetitions is
+counted apart (`unjudged`); so is a claim only one run's study.yaml has (a claim retired or added between the
+runs: `one_sided`), whatever its verdict there. A claim decided (holds, fails, no-difference) without an interval over repetitions is
 named: the engine never gives one, so it marks a claims.json from before it.
 """
 from __future__ import annotations
@@ -50,17 +51,15 @@ def compare(a: dict, b: dict) -> dict:
                      "agree": x.get("verdict") == y.get("verdict") and cid in first and cid in second,
                      "a_measured": x.get("measured"), "b_measured": y.get("measured")})
     unjudged = [r for r in rows if r["a"] == r["b"] == "not-applicable"]
-    judged = [r for r in rows if r not in unjudged]
-
-    def undecided(doc: dict) -> int:
-        return sum(c.get("verdict") == "undecided" for c in doc["claims"])
+    one_sided = [r for r in rows if "absent" in (r["a"], r["b"])]
+    judged = [r for r in rows if r not in unjudged and r not in one_sided]
 
     def without_interval(doc: dict) -> list[str]:
         return [c["id"] for c in doc["claims"] if c.get("verdict") in DECIDED and not c.get("interval")]
 
     return {"a": _header(a), "b": _header(b), "claims": rows, "agree": sum(r["agree"] for r in judged),
-            "of": len(judged), "unjudged": len(unjudged),
-            "undecided": {"a": undecided(a), "b": undecided(b)},
+            "of": len(judged), "unjudged": len(unjudged), "one_sided": len(one_sided),
+            "undecided": {side: sum(r[side] == "undecided" for r in judged) for side in ("a", "b")},
             "without_interval": {"a": without_interval(a), "b": without_interval(b)},
             "same_claims": a.get("study_sha256") == b.get("study_sha256")}
 
@@ -75,6 +74,8 @@ def markdown(doc: dict) -> str:
              + ("" if doc["same_claims"] else "; **their study.yaml differ** (study_sha256)") + ".",
              f"Agreement: {doc['agree']} of {doc['of']} verdicts ({doc['agree'] / n:.0%})"
              + (f" ({doc['unjudged']} claim(s) not applicable in both, left out)" if doc.get("unjudged") else "")
+             + (f" ({doc['one_sided']} claim(s) in one run's study.yaml only, left out)" if doc.get("one_sided")
+                else "")
              + "; undecided: "
              f"{doc['undecided']['a']} in A, {doc['undecided']['b']} in B ({doc['undecided']['a'] / n:.0%}, "
              f"{doc['undecided']['b'] / n:.0%}); decided without an interval over repetitions: "

@@ -32,9 +32,14 @@ def test_a_claim_in_one_run_only_and_a_verdict_without_an_interval_are_named():
     a["claims"][0]["interval"] = None   # a claims.json from before the engine: means only
     b = run({"c1": "holds", "c2": "fails"}, 6, sha="s2")
     doc = study_compare.compare(a, b)
-    assert doc["of"] == 2 and doc["agree"] == 1 and doc["claims"][1]["a"] == "absent"
+    # c2 was added between the runs (a new claim, or a retired one the other way): one run cannot have judged it,
+    # so it is shown but neither agrees nor disagrees (keshav's runs E and J: 6 of 13 counted, 6 of 7 measured)
+    assert doc["claims"][1]["a"] == "absent" and doc["one_sided"] == 1
+    assert doc["of"] == 1 and doc["agree"] == 1 and doc["undecided"] == {"a": 0, "b": 0}
     assert doc["without_interval"] == {"a": ["c1"], "b": []} and not doc["same_claims"]
-    assert "their study.yaml differ" in study_compare.markdown(doc)
+    md = study_compare.markdown(doc)
+    assert "their study.yaml differ" in md and "(1 claim(s) in one run's study.yaml only, left out)" in md
+    assert "| c2 | **absent** | **fails** |" in md
 
 
 
