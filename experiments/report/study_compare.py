@@ -8,8 +8,8 @@ Each run is its claims.json (or the study directory holding it). Two verdicts ag
 against agreement. A claim not applicable in both runs (a part of a study leaves the other specs' claims so, or
 a point neither run measured) is judged by neither: it is left out of the agreement and the undecided share, and
 counted apart (`unjudged`); so is a claim only one run's study.yaml has (a claim retired or added between the
-runs: `one_sided`), whatever its verdict there. A claim decided (holds, fails, no-difference) without an interval over repetitions is
-named: the engine never gives one, so it marks a claims.json from before it.
+runs: `one_sided`), whatever its verdict there. A claim decided (holds, fails, no-difference) without an interval
+over repetitions is named: the engine never gives one, so it marks a claims.json from before it.
 """
 from __future__ import annotations
 
