@@ -13,19 +13,24 @@ def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[s
     budget, each funding claims the cheapest first (what its asks add to the repetitions given so far, priced):
       1. a step for every claim, its needs capped at doubling each point, within STEP_SHARE of the budget (study
          001 run J's second round went whole to two claims' 66 pairs; three claims whose planned 118 a point no
-         round could pay kept 3);
+         round could pay kept 3); the claims a step completes first;
       2. whole claims, so a round decides as many as it can (by points alone, run E's second round went whole to
          one point one claim needed 119 more of, while claims needing 1-23 got none);
       3. the points still wanted, most informative first: a point's worth is the share of the undecided claims'
          variance its repetitions remove, per second of its cost; the last that fits gets what is left.
-    Needs come from the spread and margin (sequential.needs), steps from the repetitions so far: never the differences."""
+    Needs come from the spread and margin (sequential.needs), steps from the repetitions so far: never the
+    differences."""
     open_ = [j for j in judgements if j.verdict == "undecided" and not j.final and j.look < j.max_looks and j.needs]
     cost = (lambda k: cost_s.get(k, 1.0)) if isinstance(cost_s, dict) else (lambda k: float(cost_s))
     whole = {id(j): by_unit(j.needs) for j in open_}
     step = {id(j): _step(j, whole[id(j)]) for j in open_}
     given: dict[str, int] = {}
+    # a step that is the claim's whole need may decide it; one that is a down payment on 156 more cannot: the
+    # first go first (study 003 run K's first look stepped s5's 156-repetition claim and left three yes-or-no
+    # claims, each three repetitions from a decision, at three)
     steps = STEP_SHARE * float(budget_left_s)
-    unspent = _fund(open_, step, given, steps, cost)
+    unspent = _fund([j for j in open_ if step[id(j)] == whole[id(j)]], step, given, steps, cost)
+    unspent = _fund([j for j in open_ if step[id(j)] != whole[id(j)]], step, given, unspent, cost)
     left = _fund(open_, whole, given, float(budget_left_s) - steps + unspent, cost)
     out = dict(given)
     for k, n in _most_informative(open_, given, left, cost):

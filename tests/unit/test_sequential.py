@@ -288,3 +288,19 @@ def test_a_pause_points_need_counts_its_pairs_once():
 
 def test_plan_is_the_first_pass():
     assert sequential.plan(["s#0", "s#1"], DESIGN) == {"s#0": 3, "s#1": 3}
+
+
+def test_a_step_that_completes_a_claim_comes_before_a_down_payment():
+    # study 003 run K's first look: 109 s of steps went to a claim 156 repetitions from a decision (3 at 20.5 s)
+    # while yes-or-no claims three repetitions from theirs stayed at three
+    def undecided(needs):
+        return sequential.Judgement("undecided", "", 0.0, look=1, max_looks=3, needs=needs,
+                                    parts=[[k, 1.0, 1.0, 3] for k in needs])
+    far = undecided({"s5": 156})
+    near = [undecided({"s1": 3}), undecided({"s4": 3})]
+    cost = {"s5": 20.5, "s1": 24.2, "s4": 22.2}
+    out = dict(next_pairs([far, *near], 160, cost))   # (before: s5 3, s4 3, s1 1)
+    assert out.get("s1") == 3 and out.get("s4") == 3, out
+    assert sum(n * cost[k] for k, n in out.items()) <= 160
+    # with room for all three, the far claim still gets its step
+    assert dict(next_pairs([far, *near], 300, cost))["s5"] >= 3
