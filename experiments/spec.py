@@ -114,8 +114,9 @@ class _Experiment(BaseModel):
     fidelity: Literal["warn", "strict"] = "warn"
     # the confidence level of every interval (0.95; 0.9973 is Keshav's 3σ, `ccrig run --sigma 3`)
     ci: float = Field(0.95, gt=0.5, lt=1.0)
-    # the seed of the randomised order of (point, repetition) pairs; none: derived from the run's name
-    # and recorded in summary.json (a resumed run reuses it)
+    # the seed of the randomised order of (point, repetition) pairs and of every flow's random times
+    # (schedule.flow_seed); none: derived from the run's name and recorded in summary.json (a resumed run
+    # reuses it)
     seed: int | None = Field(None, ge=0, le=2**63 - 1)
     # how added delay is made: netem, or a delay line on kernels without it (topologies/delayline/); auto: netem
     # where the kernel has it

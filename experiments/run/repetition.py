@@ -29,7 +29,7 @@ from ccrig.topologies import delayline, testbeds
 from ccrig.topologies.testbed import Testbed
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.events.conditions import LinkConditions
-from ccrig.experiments.run import pause_run, signals
+from ccrig.experiments.run import pause_run, schedule, signals
 from ccrig.experiments.run.measurement import Measurement
 from ccrig.experiments.run.preflight import delay_via, loss_by_netem, netem_here
 from ccrig.experiments.run.sender_tcp import SenderTcp
@@ -49,6 +49,7 @@ class Unit:
     experiment: str             # the spec's name and the run's id: the labels of its samples
     run_id: str
     variant: str = ""           # "" or BASELINE
+    seed: int | None = None     # the run's seed: each flow's random times derive from it (schedule.flow_seed)
     describe: bool = False      # record the testbed's description in `setup` (the run's first pair does)
 
     @property
@@ -71,19 +72,18 @@ def make_testbed(exp: specmod.Experiment, topology, commands: Commands, prefix: 
     return testbeds.get(exp.testbed)(topology, commands, prefix, getattr(exp, exp.testbed, None))
 
 
-def flows_of(exp: specmod.Experiment, topo, laws: dict[int, str], rep: int = 0) -> list[Flow]:
+def flows_of(exp: specmod.Experiment, topo, laws: dict[int, str], rep: int = 0, seed: int | None = None,
+             point: int = 0) -> list[Flow]:
     """The point's flows placed on the topology's pairs (round robin, turned by the repetition under pair_order:
-    rotate), each with its law's kernel name; a flow with a stop sends from its start to its stop."""
+    rotate), each with its law's kernel name and, given the run's seed, its random times' seed; a flow with a
+    stop sends from its start to its stop."""
     pairs = exp.flow_pairs(topo, rep)
     out = []
     for i, f in enumerate(exp.flow_list()):
         duration = exp.duration if f.stop is None else f.stop - f.start
-        if f.workload.congestion_control:
-            out.append(Flow(f.workload, i, laws[i], f.cc_label, *pairs[i], start=f.start, duration=duration,
-                            name=f.label or ""))
-        else:   # UDP: no congestion control
-            out.append(Flow(f.workload, i, "", "none", *pairs[i], start=f.start, duration=duration,
-                            name=f.label or ""))
+        cc, label = (laws[i], f.cc_label) if f.workload.congestion_control else ("", "none")   # UDP: none
+        out.append(Flow(f.workload, i, cc, label, *pairs[i], start=f.start, duration=duration, name=f.label or "",
+                        seed=None if seed is None else schedule.flow_seed(seed, point, rep, i)))
     return out
 
 
@@ -118,7 +118,7 @@ def run(unit: Unit, lent: Lent) -> dict:
     parts = Parts()
     try:
         setup, state = _set_up(unit, topo, lent.commands, parts)
-        entry = Measurement(unit, topo, flows_of(exp, topo, unit.laws, unit.rep), state, lent, parts).run()
+        entry = Measurement(unit, topo, flows_of(exp, topo, unit.laws, unit.rep, unit.seed, unit.point.index), state, lent, parts).run()
         entry["setup"] = setup
         return entry
     finally:

@@ -247,7 +247,7 @@ class Runner:
                 for i, f in enumerate(exp.flow_list()) if f.workload.congestion_control}
         return Unit(point=point, rep=rep, out=self.archive.rep_dir(pi, rep, variant), prefix=prefix or self.opt.prefix,
                     laws=laws, experiment=self.exp.name, run_id=self.run_id, variant=variant,
-                    describe="topology" not in self.env)
+                    describe="topology" not in self.env, seed=self.summary.get("seed"))
 
     def jobs(self) -> int:
         """How many pairs may run side by side: --jobs, or under auto as many slots as the capacity holds

@@ -17,6 +17,13 @@ def derived_seed(run_id: str) -> int:
     return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big")
 
 
+def flow_seed(run_seed: int, point: int, rep: int, flow: int) -> int:
+    """A flow's random times (Poisson arrivals, on/off periods, think times) in one repetition of a point: the
+    run's seed fixes them all, every flow and repetition its own; a PAUSE point's baseline shares its point's
+    (the same arrivals with and without PAUSE)."""
+    return derived_seed(f"{run_seed}/{point}/{rep}/{flow}")
+
+
 def order(reps_of: dict[int, int], seed: int, variants_of: dict[int, list[str]] | None = None) -> list[tuple]:
     """Every (point index, repetition) pair, shuffled by the seed. reps_of: point index -> its repetitions;
     variants_of: point index -> the variants it also runs (PAUSE's baseline), each a pair (point, rep, variant)

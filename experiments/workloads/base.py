@@ -133,6 +133,12 @@ class Flow:
     start: float       # seconds after the point's traffic starts
     duration: float    # seconds of sending
     name: str = ""     # the spec's `label` of the flow (what figures call it), if it has one
+    seed: int | None = None   # its random times' seed (schedule.flow_seed); None: the source draws its own
+
+    @property
+    def seed_argv(self) -> list[str]:
+        """sources.py's --seed, when the flow has one: the same run seed replays the same times."""
+        return [] if self.seed is None else ["--seed", str(self.seed)]
 
     @property
     def server_port(self) -> int:

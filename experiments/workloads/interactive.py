@@ -60,7 +60,7 @@ class Interactive(Workload):
     def client_argv(self, flow: Flow, server: str) -> list[str]:
         return [str(SOURCES), "msg-send", "--to", server, "--port", str(flow.server_port),
                 "--cport", str(flow.client_port), "--size", str(self.size.bytes), "--think", f"{self.think:g}",
-                "--gaps", self.gaps, "--duration", f"{flow.duration:g}", "--cc", flow.cc]
+                "--gaps", self.gaps, "--duration", f"{flow.duration:g}", "--cc", flow.cc, *flow.seed_argv]
 
     # the same sender report and receiver log as the UDP sources (sources.py writes both)
     result = Datagrams.result

@@ -93,7 +93,7 @@ class Datagrams(Workload):
     def client_argv(self, flow: Flow, server: str) -> list[str]:
         return [str(SOURCES), "udp-send", "--to", server, "--port", str(flow.server_port),
                 "--cport", str(flow.client_port), "--size", str(self.size.bytes), "--duration", f"{flow.duration:g}",
-                "--pattern", self.pattern, "--pps", f"{self.pps():.6g}", *self.pattern_argv()]
+                "--pattern", self.pattern, "--pps", f"{self.pps():.6g}", *self.pattern_argv(), *flow.seed_argv]
 
     transport = "u"
 
