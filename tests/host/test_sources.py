@@ -54,6 +54,29 @@ def test_poisson_has_exponential_gaps_at_its_mean_rate(ccrig):
     assert [s["value"] for s in log if s["name"] == "source_jitter_seconds"] == [entry["jitter_s"]]
 
 
+def test_the_runs_seed_replays_the_sources_random_times(ccrig):
+    # the spec's seed reaches each source (schedule.flow_seed -> sources.py --seed): two runs with seed 5 send at
+    # the same times from the first packet, a run with seed 6 does not. Read at the receiver (each packet's
+    # send stamp), not from the argv: 200 Poisson packets/s for 3 s; the k-th of two independent such
+    # processes lie ~5 ms * sqrt(2k) apart, the same seed's by the timers' lateness (well under a millisecond idle)
+    def sent(seed: int) -> list[float]:
+        spec = dumbbell([{"workload": {"kind": "poisson", "rate": "200pps", "size": "100b"}}], duration="3s",
+                        seed=seed)
+        before = set(ccrig.run_dirs())
+        p = ccrig.run(spec)
+        assert p.returncode == 0, p.stderr
+        (run,) = set(ccrig.run_dirs()) - before
+        log = (run / "points/000/rep0/receiver-0.jsonl").read_text().splitlines()
+        t = sorted(r[1] for line in log for r in json.loads(line)["p"])
+        return [x - t[0] for x in t]
+
+    five, again, six = sent(5), sent(5), sent(6)
+    apart = {k: 1e3 * statistics.median(abs(x - y) for x, y in zip(five, b)) for k, b in (("5", again), ("6", six))}
+    print(f"send times: {len(five)}, {len(again)}, {len(six)} packets; median apart (ms): {apart}")
+    assert len(five) >= 300 and len(six) >= 300
+    assert apart["5"] < 5 and apart["6"] > 20, apart
+
+
 def test_onoff_periods_and_flood_at_the_access_rate(ccrig):
     spec = dumbbell([{"workload": {"kind": "onoff", "rate": "1000pps", "size": "200b", "on": "1s", "off": "1s"}},
                      {"workload": {"kind": "flood"}}], duration="8s", rate="100mbit",
