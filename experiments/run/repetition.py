@@ -118,7 +118,8 @@ def run(unit: Unit, lent: Lent) -> dict:
     parts = Parts()
     try:
         setup, state = _set_up(unit, topo, lent.commands, parts)
-        entry = Measurement(unit, topo, flows_of(exp, topo, unit.laws, unit.rep, unit.seed, unit.point.index), state, lent, parts).run()
+        flows = flows_of(exp, topo, unit.laws, unit.rep, unit.seed, unit.point.index)
+        entry = Measurement(unit, topo, flows, state, lent, parts).run()
         entry["setup"] = setup
         return entry
     finally:
