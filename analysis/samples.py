@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 
 # |collector's bytes acked / the workload program's bytes received - 1| beyond this: the two counters disagree and
@@ -55,6 +56,17 @@ FAULT_AFTER = 1
 
 class NotRun(Exception):
     """A point a quantity reads is not in the archive, or has no value there (not-applicable, with the reason)."""
+
+
+def not_run(spec: str) -> str:
+    """The basis of a claim that reads a spec the run left out (a part of a study: --specs, --quick)."""
+    return f"spec {spec} was not run"
+
+
+def outside_the_run(claim: dict) -> bool:
+    """A claims.json claim its run did not judge: it reads a spec that run left out (not_run's words)."""
+    return claim.get("verdict") == "not-applicable" and bool(re.fullmatch(r"spec \S+ was not run",
+                                                                        claim.get("basis") or ""))
 
 
 Bounds = tuple[float | None, float | None]   # what one repetition's value can be: (low, high), None unbounded

@@ -23,7 +23,7 @@ from .claims import (JAIN, MODEL_METRICS, Bound, Claim, Compare, Quantity, Ratio
                      quantities)
 from . import metric_table
 from .claims import Diff as DiffExpr
-from .samples import Estimate, NotRun, constant, diff, fmt, from_reps, ratio, scale, usable
+from .samples import Estimate, NotRun, constant, diff, fmt, from_reps, not_run, ratio, scale, usable
 from .sequential import Design, Judgement, Rule, judge
 from .throughput import gaimd_bps, mathis_flow_bps
 
@@ -73,7 +73,7 @@ class Archive:
     def point(self, spec: str, at: dict) -> dict:
         pts = self.points.get(spec)
         if pts is None:
-            raise NotRun(f"spec {spec} was not run")
+            raise NotRun(not_run(spec))
         found = [p for p in pts if all(_within(p.get("params", {}), k, v) for k, v in at.items())]
         if not found:
             where = ", ".join(f"{k}={v}" for k, v in at.items()) or "its point"
@@ -306,7 +306,7 @@ def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Estimate]]:
     for spec in sorted(specs):
         pts = archive.points.get(spec)
         if pts is None:
-            raise NotRun(f"spec {spec} was not run")
+            raise NotRun(not_run(spec))
         values += [p["params"][along] for p in sorted(pts, key=lambda p: p["index"]) if along in p.get("params", {})]
     seen = []
     for v in values:

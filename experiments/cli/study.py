@@ -1,4 +1,4 @@
-"""`ccrig study list / run NAME / report DIR / keep DIR / compare A B`: the seed studies (experiments/studies/,
+"""`ccrig study list / run NAME / report DIR / keep DIR / compare A B [C ...]`: the seed studies (experiments/studies/,
 experiments/run/study.py)."""
 from __future__ import annotations
 
@@ -151,14 +151,26 @@ def keep_(study_dir: Path = typer.Argument(..., help="a full run's study directo
 
 
 @app.command("compare")
-def compare_(a: Path = typer.Argument(..., help="a study directory, or its claims.json"),
-             b: Path = typer.Argument(..., help="another run of the same study"),
+def compare_(runs: list[Path] = typer.Argument(..., help="two or more runs of one study: study directories, or "
+                                                        "their claims.json"),
              json_out: bool = typer.Option(False, "--json", help="print the comparison as JSON")):
-    """Two runs of one study claim by claim: which verdicts agree, how many stay undecided, any decided without
-    an interval over repetitions."""
+    """Runs of one study claim by claim: which verdicts agree, how many stay undecided, any decided without an
+    interval over repetitions. Three or more: every pair's agreement and each claim's verdict in every run."""
     from ccrig.experiments.report import study_compare  # lazy: as above, only this command needs it
-    doc = study_compare.compare(study_compare.load(a), study_compare.load(b))
+    if len(runs) < 2:
+        raise InputError(f"RUNS: got {len(runs)} run; expected two or more study directories (or claims.json)")
+    docs = [study_compare.load(r) for r in runs]
+    if len(docs) == 2:
+        doc, text = study_compare.compare(*docs), study_compare.markdown
+    else:
+        doc, text = study_compare.compare_many(docs, [_label(r) for r in runs]), study_compare.markdown_many
     if json_out:
         jsondoc.emit(doc)
     else:
-        console.print(study_compare.markdown(doc), markup=False)
+        console.print(text(doc), markup=False)
+
+
+def _label(run: Path) -> str:
+    """A run's name in the table: its directory (runs/20261202-0700), the one holding it if given its claims.json."""
+    run = Path(run)
+    return (run.parent if run.name == "claims.json" else run).resolve().name

@@ -2,12 +2,14 @@
 
     compare(a, b) -> {"claims": [...], "agree": n, "of": n, "undecided": {...}, "without_interval": {...}}
     markdown(doc) -> the table RESULTS.md quotes
+    compare_many(docs, labels) -> every pair's agreement, and each claim's verdict in every run (three or more)
+    markdown_many(doc) -> the matrix and the table
 
 Each run is its claims.json (or the study directory holding it). Two verdicts agree when they are the same word;
 `undecided` and `not-applicable` agree with nothing but themselves, so a claim one run could not decide counts
-against agreement. A claim not applicable in both runs (a part of a study leaves the other specs' claims so, or
-a point neither run measured) is judged by neither: it is left out of the agreement and the undecided share, and
-counted apart (`unjudged`); so is a claim only one run's study.yaml has (a claim retired or added between the
+against agreement. A claim not applicable in both runs (a point neither run measured), or one run did not run
+(a part of a study, --specs, leaves the other specs' claims so), is judged by neither: it is left out of the
+agreement and the undecided share, and counted apart (`unjudged`); so is a claim only one run's study.yaml has (a claim retired or added between the
 runs: `one_sided`), whatever its verdict there. A claim decided (holds, fails, no-difference) without an interval
 over repetitions is named: the engine never gives one, so it marks a claims.json from before it.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ccrig.analysis.samples import outside_the_run
 from ccrig.errors import InputError
 
 DECIDED = ("holds", "fails", "no-difference")
@@ -50,7 +53,9 @@ def compare(a: dict, b: dict) -> dict:
         rows.append({"id": cid, "a": x.get("verdict", "absent"), "b": y.get("verdict", "absent"),
                      "agree": x.get("verdict") == y.get("verdict") and cid in first and cid in second,
                      "a_measured": x.get("measured"), "b_measured": y.get("measured")})
-    unjudged = [r for r in rows if r["a"] == r["b"] == "not-applicable"]
+    # a claim one run did not run (its part left the spec out) cannot be judged between the two either
+    unjudged = [r for r in rows if r["a"] == r["b"] == "not-applicable"
+                or any(outside_the_run(side.get(r["id"], {})) for side in (first, second))]
     one_sided = [r for r in rows if "absent" in (r["a"], r["b"])]
     judged = [r for r in rows if r not in unjudged and r not in one_sided]
 
@@ -62,6 +67,53 @@ def compare(a: dict, b: dict) -> dict:
             "undecided": {side: sum(r[side] == "undecided" for r in judged) for side in ("a", "b")},
             "without_interval": {"a": without_interval(a), "b": without_interval(b)},
             "same_claims": a.get("study_sha256") == b.get("study_sha256")}
+
+
+def compare_many(docs: list[dict], labels: list[str]) -> dict:
+    """Three or more runs: each pair's agreement (as compare counts it) and each claim's verdict in every run.
+    A claim is judged by the runs that ran its specs (a part of a study leaves the others' claims "not run"), and
+    counted when two or more did; it is `stable` when they all gave it the same decided verdict, and `two_ways`
+    when one said holds and another fails: the runs a study's RESULTS.md sets beside each other, read at once."""
+    pairs = [{"a": labels[i], "b": labels[j], **{k: compare(docs[i], docs[j])[k] for k in ("agree", "of")}}
+             for i in range(len(docs)) for j in range(i + 1, len(docs))]
+    by_run = [{c["id"]: "not run" if outside_the_run(c) else c.get("verdict") for c in d["claims"]} for d in docs]
+    rows = []
+    for cid in dict.fromkeys(c for run in by_run for c in run):
+        verdicts = [run.get(cid, "absent") for run in by_run]
+        ran = [v for v in verdicts if v not in ("absent", "not run")]
+        rows.append({"id": cid, "verdicts": verdicts, "judged": len(ran) >= 2,
+                     "stable": len(ran) >= 2 and len(set(ran)) == 1 and ran[0] in DECIDED,
+                     "two_ways": {"holds", "fails"} <= set(ran)})
+    judged = [r for r in rows if r["judged"]]
+    return {"runs": [{"label": label, **_header(d)} for label, d in zip(labels, docs)], "pairs": pairs,
+            "claims": rows, "stable": sum(r["stable"] for r in judged), "of": len(judged),
+            "undecided": [sum(r["verdicts"][i] == "undecided" for r in judged) for i in range(len(docs))],
+            "two_ways": [r["id"] for r in rows if r["two_ways"]]}
+
+
+def markdown_many(doc: dict) -> str:
+    labels = [r["label"] for r in doc["runs"]]
+    n = doc["of"] or 1
+    agree = {(p["a"], p["b"]): p for p in doc["pairs"]}
+
+    def cell(x: str, y: str) -> str:
+        p = agree.get((x, y)) or agree.get((y, x))
+        return "–" if p is None or not p["of"] else f"{p['agree']}/{p['of']}"
+
+    lines = ["Runs compared: " + "; ".join(f"{r['label']} (started {r['started']}, "
+                                            + ("each spec's own seed" if r["seed"] is None else f"seed {r['seed']}")
+                                            + ")" for r in doc["runs"]) + ".",
+             f"The same decided verdict in every run that ran it: {doc['stable']} of {doc['of']} claims two or more "
+             f"runs judged ({doc['stable'] / n:.0%})"
+             f"; undecided per run: " + ", ".join(f"{u} ({u / n:.0%})" for u in doc["undecided"])
+             + "; decided two ways (holds in one run, fails in another): "
+             + (", ".join(doc["two_ways"]) or "none") + ".", "",
+             "| agreement | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    lines += [f"| {x} | " + " | ".join("" if x == y else cell(x, y) for y in labels) + " |" for x in labels]
+    lines += ["", "| claim | " + " | ".join(labels) + " | stable |", "|---|" + "---|" * (len(labels) + 1)]
+    lines += [f"| {r['id']} | " + " | ".join("–" if v == "not run" else v for v in r["verdicts"]) + f" | {'yes' if r['stable'] else ''} |"
+              for r in doc["claims"]]
+    return "\n".join(lines) + "\n"
 
 
 def markdown(doc: dict) -> str:

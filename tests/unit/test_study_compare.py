@@ -53,6 +53,56 @@ def test_claims_neither_run_judged_are_left_out_of_agreement_and_counted_apart()
     assert "Agreement: 1 of 3 verdicts (33%) (1 claim(s) not applicable in both, left out)" in md
     assert "undecided: 1 in A, 1 in B (33%, 33%)" in md
 
+def not_run(doc: dict, *ids: str) -> dict:
+    """The claims a part of the study left out (--specs): not applicable, with the words analysis/verdicts gives."""
+    for c in doc["claims"]:
+        if c["id"] in ids:
+            c.update(verdict="not-applicable", basis=f"spec {c['id']}_spec was not run", interval=None)
+    return doc
+
+
+def test_a_claim_one_run_did_not_run_is_judged_by_neither():
+    # run 1 ran part x, run 2 part y: nothing between them can agree or disagree
+    a = not_run(run({"x1": "holds", "y1": "holds"}, 5), "y1")
+    b = not_run(run({"x1": "holds", "y1": "fails"}, 6), "x1")
+    doc = study_compare.compare(a, b)
+    assert doc["of"] == 0 and doc["unjudged"] == 2
+    # a claim not applicable for its own reasons (no usable repetition) still counts against agreement
+    c = run({"x1": "holds", "y1": "fails"}, 7)
+    c["claims"][0].update(verdict="not-applicable", basis="no usable repetition at x#0")
+    doc = study_compare.compare(a, c)
+    assert doc["of"] == 1 and doc["agree"] == 0 and doc["unjudged"] == 1
+
+
+def test_many_runs_give_every_pairs_agreement_and_each_claims_verdicts():
+    runs = [run({"c1": "holds", "c2": "undecided", "c3": "fails", "c4": "holds"}, 1),
+            run({"c1": "holds", "c2": "holds", "c3": "fails", "c4": "fails"}, 2),
+            not_run(run({"c1": "holds", "c2": "holds", "c3": "fails", "c4": "holds"}, 3), "c3")]
+    doc = study_compare.compare_many(runs, ["A", "B", "C"])
+    assert [(p["a"], p["b"], p["agree"], p["of"]) for p in doc["pairs"]] == [
+        ("A", "B", 2, 4), ("A", "C", 2, 3), ("B", "C", 2, 3)]
+    # c3 is judged by the two runs that ran it, and holds its verdict in both; c4 was decided two ways
+    assert [r["stable"] for r in doc["claims"]] == [True, False, True, False]
+    assert doc["stable"] == 2 and doc["of"] == 4 and doc["undecided"] == [1, 0, 0] and doc["two_ways"] == ["c4"]
+    md = study_compare.markdown_many(doc)
+    assert "| A |  | 2/4 | 2/3 |" in md and "| c3 | fails | fails | – | yes |" in md
+    assert "2 of 4 claims two or more runs judged (50%)" in md and "fails in another): c4." in md
+
+
+def test_compare_takes_two_or_more_runs_and_says_so(tmp_path):
+    from typer.testing import CliRunner
+    from ccrig.experiments.cli.app import app
+    for name, seed in (("r1", 1), ("r2", 2), ("r3", 3)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "claims.json").write_text(json.dumps(run({"c1": "holds"}, seed)))
+    three = CliRunner().invoke(app, ["study", "compare", *(str(tmp_path / n) for n in ("r1", "r2", "r3"))])
+    assert three.exit_code == 0 and "| r1 |  | 1/1 | 1/1 |" in three.output, three.output
+    one = CliRunner().invoke(app, ["study", "compare", str(tmp_path / "r1")])
+    # main() turns the error into its one line and exit code 2 (tests/host/test_json_output.py runs the binary)
+    assert isinstance(one.exception, InputError) and one.exception.exit_code == 2
+    assert str(one.exception).startswith("RUNS: got 1 run; expected two or more")
+
+
 def test_bad_inputs_name_what_is_expected(tmp_path):
     with pytest.raises(InputError, match="expected one study"):
         study_compare.compare(run({}, 1), run({}, 2, study="pause"))
