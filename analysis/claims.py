@@ -2,9 +2,9 @@
 one point of one spec's summary.json; an expression divides or subtracts two; a test (bound,
 compare, within, trend, same_trend) compares them. analysis/verdicts.py judges them on measured summaries.
 
-A bound, compare or trend may state `margin`: the smallest difference that matters, committed in study.yaml
-before the run, relative (`2%`: of the bound's value, of b's mean, of the trend's first end) or absolute in the
-quantity's unit (a number). Without one it is 0, and the verdict no-difference is impossible."""
+A bound, compare, trend or same_trend may state `margin`: the smallest difference that matters, committed in
+study.yaml before the run, relative (`2%`: of the bound's value, of b's mean, of the trend's or a's first end) or
+absolute in the quantity's unit (a number). Without one it is 0, and the verdict no-difference is impossible."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
@@ -162,8 +162,7 @@ class Trend(Margined):
     sign: Literal["rises", "falls"]
 
 
-class SameTrend(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SameTrend(Margined):
     kind: Literal["same_trend"]
     a: Expr
     b: Expr

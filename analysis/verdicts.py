@@ -383,7 +383,8 @@ def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Des
             sb = _slope(b)
             if sb == 0:
                 raise NotRun(f"b does not move along {t.along}")
-            out.judgement = _trend(a, 1 if sb > 0 else -1, 0.0, look, design, final)
+            out.margin = t.margin_of(a[0][1].mean)   # a flat a (within it) does not follow b: no-difference
+            out.judgement = _trend(a, 1 if sb > 0 else -1, out.margin, look, design, final)
             out.judgement.basis = f"b {'rises' if sb > 0 else 'falls'}; a: {out.judgement.basis}"
             out.measured = f"a: {_show(a)}; b: {_show(b)}"
             out.values = {"a": [[str(x), v.to_dict()] for x, v in a], "b": [[str(x), v.to_dict()] for x, v in b]}

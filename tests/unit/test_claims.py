@@ -188,6 +188,22 @@ def test_same_trend_against_a_model_and_the_pause_gain():
     assert v.values["a"][0][1]["mean"] == pytest.approx(-10.0)
 
 
+def test_same_trend_with_a_margin_calls_a_flat_a_no_difference():
+    # the measured gain flat within ±1 point where the model rises (study 000's fig4-model-trend-25: means equal,
+    # and without a margin no number of repetitions decides it)
+    def flat(i, rtt, g):
+        p = point(i, {"rtt": rtt}, {"goodput_bps": around(1 + g / 100, 0.0005)})
+        p["without_pause"] = point(i, {"rtt": rtt}, {"goodput_bps": around(1.0, 0.0005)})
+        return p
+    pts = [flat(i, r, g) for i, (r, g) in enumerate([("1s", 0.1), ("2s", 0.0), ("4s", 0.1)])]
+    a = Archive({"p": pts}, lambda spec, p: {0: 1.0, 1: 4.0, 2: 11.0}[p["index"]])
+    test = {"kind": "same_trend", "along": "rtt", "a": {"spec": "p", "metric": "pause_gain"},
+            "b": {"spec": "p", "metric": "pause_model_gain"}}
+    assert evaluate(claim(test), a).verdict == "undecided"
+    v = evaluate(claim({**test, "margin": 1}), a)
+    assert v.verdict == "no-difference" and v.margin == 1 and v.basis.startswith("b rises"), v
+
+
 def test_workload_records_are_read_per_flow_over_repetitions():
     p = point(0, {}, {"goodput_bps": [1.0, 1.0, 1.0]}, [("reno", {}), ("reno", {})])
     for rep, m in zip(p["repetitions"], (0.010, 0.012, 0.011)):
