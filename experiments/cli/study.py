@@ -1,5 +1,5 @@
-"""`ccrig study list / run NAME / report DIR / keep DIR / compare A B [C ...]`: the seed studies (experiments/studies/,
-experiments/run/study.py)."""
+"""`ccrig study list / run NAME / report DIR / keep DIR / compare A B [C ...]`: the seed studies
+(experiments/studies/, experiments/run/study.py)."""
 from __future__ import annotations
 
 import sys

@@ -9,9 +9,10 @@ Each run is its claims.json (or the study directory holding it). Two verdicts ag
 `undecided` and `not-applicable` agree with nothing but themselves, so a claim one run could not decide counts
 against agreement. A claim not applicable in both runs (a point neither run measured), or one run did not run
 (a part of a study, --specs, leaves the other specs' claims so), is judged by neither: it is left out of the
-agreement and the undecided share, and counted apart (`unjudged`); so is a claim only one run's study.yaml has (a claim retired or added between the
-runs: `one_sided`), whatever its verdict there. A claim decided (holds, fails, no-difference) without an interval
-over repetitions is named: the engine never gives one, so it marks a claims.json from before it.
+agreement and the undecided share, and counted apart (`unjudged`); so is a claim only one run's study.yaml has (a
+claim retired or added between the runs: `one_sided`), whatever its verdict there. A claim decided (holds, fails,
+no-difference) without an interval over repetitions is named: the engine never gives one, so it marks a
+claims.json from before it.
 """
 from __future__ import annotations
 
@@ -87,7 +88,9 @@ def compare_many(docs: list[dict], labels: list[str]) -> dict:
     judged = [r for r in rows if r["judged"]]
     return {"runs": [{"label": label, **_header(d)} for label, d in zip(labels, docs)], "pairs": pairs,
             "claims": rows, "stable": sum(r["stable"] for r in judged), "of": len(judged),
-            "undecided": [sum(r["verdicts"][i] == "undecided" for r in judged) for i in range(len(docs))],
+            "undecided": [{"undecided": sum(r["verdicts"][i] == "undecided" for r in judged),
+                           "of": sum(r["verdicts"][i] not in ("absent", "not run") for r in judged)}
+                          for i in range(len(docs))],
             "two_ways": [r["id"] for r in rows if r["two_ways"]]}
 
 
@@ -105,14 +108,14 @@ def markdown_many(doc: dict) -> str:
                                             + ")" for r in doc["runs"]) + ".",
              f"The same decided verdict in every run that ran it: {doc['stable']} of {doc['of']} claims two or more "
              f"runs judged ({doc['stable'] / n:.0%})"
-             f"; undecided per run: " + ", ".join(f"{u} ({u / n:.0%})" for u in doc["undecided"])
+             "; undecided per run: " + ", ".join(f"{u['undecided']} of {u['of']}" for u in doc["undecided"])
              + "; decided two ways (holds in one run, fails in another): "
              + (", ".join(doc["two_ways"]) or "none") + ".", "",
              "| agreement | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     lines += [f"| {x} | " + " | ".join("" if x == y else cell(x, y) for y in labels) + " |" for x in labels]
     lines += ["", "| claim | " + " | ".join(labels) + " | stable |", "|---|" + "---|" * (len(labels) + 1)]
-    lines += [f"| {r['id']} | " + " | ".join("–" if v == "not run" else v for v in r["verdicts"]) + f" | {'yes' if r['stable'] else ''} |"
-              for r in doc["claims"]]
+    lines += [f"| {r['id']} | " + " | ".join("–" if v == "not run" else v for v in r["verdicts"])
+              + f" | {'yes' if r['stable'] else ''} |" for r in doc["claims"]]
     return "\n".join(lines) + "\n"
 
 
