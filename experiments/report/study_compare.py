@@ -115,7 +115,8 @@ def markdown_many(doc: dict) -> str:
     lines += [f"| {x} | " + " | ".join("" if x == y else cell(x, y) for y in labels) + " |" for x in labels]
     lines += ["", "| claim | " + " | ".join(labels) + " | stable |", "|---|" + "---|" * (len(labels) + 1)]
     lines += [f"| {r['id']} | " + " | ".join("–" if v == "not run" else v for v in r["verdicts"])
-              + f" | {'yes' if r['stable'] else ''} |" for r in doc["claims"]]
+              + f" | {'yes' if r['stable'] else ''} |" for r in doc["claims"]
+              if any(v not in ("absent", "not run") for v in r["verdicts"])]   # a part none of them ran: no row
     return "\n".join(lines) + "\n"
 
 

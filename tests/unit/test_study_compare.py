@@ -78,17 +78,19 @@ def test_many_runs_give_every_pairs_agreement_and_each_claims_verdicts():
     runs = [run({"c1": "holds", "c2": "undecided", "c3": "fails", "c4": "holds"}, 1),
             run({"c1": "holds", "c2": "holds", "c3": "fails", "c4": "fails"}, 2),
             not_run(run({"c1": "holds", "c2": "holds", "c3": "fails", "c4": "holds"}, 3), "c3")]
+    for r in runs:   # a claim of a part none of the three ran
+        r["claims"].append(not_run(run({"x9": "holds"}, 0), "x9")["claims"][0])
     doc = study_compare.compare_many(runs, ["A", "B", "C"])
     assert [(p["a"], p["b"], p["agree"], p["of"]) for p in doc["pairs"]] == [
         ("A", "B", 2, 4), ("A", "C", 2, 3), ("B", "C", 2, 3)]
     # c3 is judged by the two runs that ran it, and holds its verdict in both; c4 was decided two ways
-    assert [r["stable"] for r in doc["claims"]] == [True, False, True, False]
+    assert [r["stable"] for r in doc["claims"]] == [True, False, True, False, False]
     assert doc["stable"] == 2 and doc["of"] == 4 and doc["two_ways"] == ["c4"]
     assert [u["undecided"] for u in doc["undecided"]] == [1, 0, 0]
     assert [u["of"] for u in doc["undecided"]] == [4, 4, 3]   # C did not run c3
     md = study_compare.markdown_many(doc)
     assert "undecided per run: 1 of 4, 0 of 4, 0 of 3;" in md and "| A |  | 2/4 | 2/3 |" in md
-    assert "| c3 | fails | fails | – | yes |" in md
+    assert "| c3 | fails | fails | – | yes |" in md and "x9" not in md
     assert "2 of 4 claims two or more runs judged (50%)" in md and "fails in another): c4." in md
 
 
