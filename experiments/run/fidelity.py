@@ -22,8 +22,9 @@ The rules (thresholds below) say "the link did not limit the flows, something el
   machine 42-84 % busy; four side by side 0.83-0.89 with it 94-100 % busy, two of which the rules above missed
   in an earlier run (0.886-0.917). A link-limited point below GOODPUT_FULL (a small buffer's sawtooth) on a
   saturated machine is flagged too: whether the link or the machine set its pace cannot be told, so it is rerun.
-A core busier than CPU_BUSY, and the busiest core's softirq share, are added as the likely cause when one of these
-holds, and are no verdict alone.
+A core busier than CPU_BUSY, the busiest core's softirq share, and the time the hypervisor stole (at least
+STEAL_NOTED of the machine's: a cloud VM's neighbours) are added as the likely cause when one of these holds, and
+are no verdict alone; `cpu_steal` is recorded for every repetition.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ CPU_BUSY = 0.9        # of the busiest core, on average over the measured interv
 LATE_FACTOR = 3.0     # a poll this many periods after the previous one is late
 LATE_SHARE = 0.05     # of the polls
 GOODPUT_FULL = 0.97   # of T_max: greedy flows through an idle machine's netns path read 0.99-1.0
+STEAL_NOTED = 0.05    # a share of the CPU time stolen by the hypervisor worth naming beside a symptom
 MACHINE_BUSY = 0.9    # every core's average busy share over the measured intervals: the machine had no time left
 
 
@@ -57,8 +59,10 @@ def greedy(topology, flows, spec_flows) -> bool:
     return True
 
 
-def cpu_times() -> dict[str, tuple[int, int, int]]:
-    """/proc/stat: per cpu (and "cpu", all of them) its (busy, total, softirq) jiffies."""
+def cpu_times() -> dict[str, tuple[int, int, int, int]]:
+    """/proc/stat: per cpu (and "cpu", all of them) its (busy, total, softirq, steal) jiffies. Steal is time the
+    hypervisor gave another guest while this one had work: counted busy (the machine had no time left for the run),
+    and kept apart so a verdict can say whose the time was."""
     out = {}
     with open("/proc/stat") as f:
         for line in f:
@@ -67,15 +71,15 @@ def cpu_times() -> dict[str, tuple[int, int, int]]:
             name, *v = line.split()
             v = [int(x) for x in v[:8]]   # user nice system idle iowait irq softirq steal
             total = sum(v)
-            out[name] = (total - v[3] - v[4], total, v[6])
+            out[name] = (total - v[3] - v[4], total, v[6], v[7] if len(v) > 7 else 0)
     return out
 
 
 def busy_between(a: dict, b: dict, column: int = 0) -> dict[str, float]:
-    """Per cpu, the fraction of time busy (column 2: in softirq) between two cpu_times() readings."""
+    """Per cpu, the fraction of time busy (column 2: in softirq, 3: stolen) between two cpu_times() readings."""
     out = {}
     for name, now in b.items():
-        then = a.get(name, (0, 0, 0))
+        then = a.get(name, (0,) * len(now))
         out[name] = (now[column] - then[column]) / (now[1] - then[1]) if now[1] > then[1] else 0.0
     return out
 
@@ -132,6 +136,7 @@ class Monitor:
         cpu_max = max((v for k, v in cores.items() if k != "cpu"), default=max(r["cpu_max"] for r in rows))
         soft = busy_between(self.cpu_at_warmup, end, 2) if self.cpu_at_warmup else {}
         softirq_max = max((v for k, v in soft.items() if k != "cpu"), default=0.0)
+        steal = busy_between(self.cpu_at_warmup, end, 3).get("cpu", 0.0) if self.cpu_at_warmup else 0.0
         polls, late, sampler_cpu, span = 0, 0, 0.0, 0.0
         for s in samplers:
             times = list(getattr(s, "poll_times", []))
@@ -153,7 +158,7 @@ class Monitor:
             if dequeue_backlogged and rate_backlogged else None,
             "queue_empty_share": empty, "bottleneck_drops": drops,
             "cpu_busy": cores.get("cpu", sum(r["cpu"] for r in rows) / n), "cpu_busiest_core": cpu_max,
-            "softirq_busiest_core": softirq_max,
+            "softirq_busiest_core": softirq_max, "cpu_steal": steal,
             "sampler_cpu_cores": sampler_cpu, "sampler_late_share": late / polls if polls else None,
             # the polling samplers' scheduling (a receiver log that is only read has none)
             "sampler_sched": sorted({s.sched for s in samplers if getattr(s, "sched", None)}),
@@ -185,6 +190,10 @@ class Monitor:
         if why and busy:
             why.append(f"a CPU core was {cpu_max:.0%} busy" +
                        (f", {softirq_max:.0%} of it in softirq (the packet path)" if softirq_max >= 0.2 else ""))
+        # a cloud VM's neighbours: the hypervisor ran another guest (this sandbox: 20-43 % for minutes at a time)
+        if why and steal >= STEAL_NOTED:
+            why.append(f"the hypervisor took {steal:.0%} of this machine's CPU time (steal): another guest on its "
+                       f"host, not this run's load")
         if out["sampler_late_share"] is not None and out["sampler_late_share"] > LATE_SHARE:
             why.append(f"the TCP_INFO sampler was late ({LATE_FACTOR:g}x its period) in "
                        f"{out['sampler_late_share']:.0%} of its polls")

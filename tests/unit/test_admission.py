@@ -111,13 +111,14 @@ def test_auto_slots_from_the_capacity_and_the_cheapest_point():
     assert engine.slots(pts, True, None) == 1            # no calibration: one at a time
 
 
-def test_softirq_share_between_two_readings():
-    a = {"cpu": (100, 1000, 10), "cpu0": (50, 500, 5)}
-    b = {"cpu": (300, 1200, 60), "cpu0": (250, 700, 55)}
+def test_softirq_and_stolen_shares_between_two_readings():
+    a = {"cpu": (100, 1000, 10, 0), "cpu0": (50, 500, 5, 0)}
+    b = {"cpu": (300, 1200, 60, 80), "cpu0": (250, 700, 55, 80)}
     assert fidelity.busy_between(a, b) == {"cpu": 1.0, "cpu0": 1.0}
     assert fidelity.busy_between(a, b, 2) == {"cpu": 0.25, "cpu0": 0.25}
+    assert fidelity.busy_between(a, b, 3) == {"cpu": 0.4, "cpu0": 0.4}
     now = fidelity.cpu_times()
-    assert all(len(v) == 3 and v[2] <= v[0] <= v[1] for v in now.values())
+    assert all(len(v) == 4 and v[2] <= v[0] <= v[1] and v[3] <= v[0] for v in now.values())
 
 
 # --- reruns (experiments/run/reruns.py) ---------------------------------------------------------------------

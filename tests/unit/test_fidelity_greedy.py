@@ -57,3 +57,22 @@ def test_a_queue_empty_at_half_the_boundaries_is_no_witness_of_a_starved_shaper(
     # study 001's smooth law at PER 0.01 alone on an idle machine: 0.86-0.88 of the rate, empty at 44-52 %
     v = _verdict([3.0, 0.0] * 5, 0.87)
     assert v["verdict"] == "ok" and v["reasons"] == [], v
+
+
+def test_time_the_hypervisor_stole_is_named_beside_a_symptom_and_recorded_always(monkeypatch):
+    # /proc/stat as a cloud VM's: 30 % of the measured intervals' CPU time went to another guest on the host
+    readings = iter([{"cpu": (0, 0, 0, 0)}] * 2 + [{"cpu": (800, 1000, 50, 300)}])   # start, warm-up, end
+    monkeypatch.setattr(fidelity, "cpu_times", lambda: next(readings))
+    m = fidelity.Monitor(10e6, 9.5e6, 0, [], greedy=False)
+    m.rows = [{"queue_known": True, "goodput_bps": 8e6, "dequeue_bps": 8.5e6, "backlog_packets": 40.0,
+               "dropped": 0.0, "cpu_max": 0.8, "cpu": 0.8, "t_max_bps": 9.5e6, "rate_bps": 10e6}] * 10
+    v = m.verdict([], 0.02)
+    assert v["verdict"] == "testbed-limited" and v["cpu_steal"] == pytest.approx(0.3)
+    assert "the hypervisor took 30% of this machine's CPU time (steal)" in v["reasons"][-1], v["reasons"]
+    # steal alone is no verdict: a queue that kept its rate is the link's, whoever had the CPU
+    readings = iter([{"cpu": (0, 0, 0, 0)}] * 2 + [{"cpu": (800, 1000, 50, 300)}])   # start, warm-up, end
+    m = fidelity.Monitor(10e6, 9.5e6, 0, [], greedy=False)
+    m.rows = [{"queue_known": True, "goodput_bps": 9.5e6, "dequeue_bps": 10e6, "backlog_packets": 40.0,
+               "dropped": 0.0, "cpu_max": 0.8, "cpu": 0.8, "t_max_bps": 9.5e6, "rate_bps": 10e6}] * 10
+    ok = m.verdict([], 0.02)
+    assert ok["verdict"] == "ok" and ok["cpu_steal"] == pytest.approx(0.3) and ok["reasons"] == []
