@@ -101,7 +101,9 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
              "",
              f"- run: {state.get('started', '?')} to {state.get('finished', '?')}, {_duration(state)}; "
              f"archive `{study_dir.resolve()}`",
-             f"- this machine's kernel: {state.get('host_kernel', platform.release())}",
+             f"- this machine's kernel: {state.get('host_kernel', platform.release())}"
+             + (f"; the hypervisor took {state['host_cpu_steal']:.0%} of its CPU time during the run (steal: "
+                f"other guests on its host)" if state.get("host_cpu_steal", 0) >= 0.005 else ""),
              f"- verdicts: {counts['holds']} hold, {counts['fails']} fail, {counts['no-difference']} no difference, "
              f"{counts['undecided']} undecided, {counts['not-applicable']} not applicable",
              *([f"- error rate: {error['error_rate']} ({error['method']})"] if error else []),
@@ -156,8 +158,9 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
     out = study_dir / "claims.md"
     out.write_text("\n".join(lines) + "\n")
     (study_dir / "claims.json").write_text(json.dumps({
-        "study": study["name"], **{k: state.get(k) for k in ("started", "seed", "host_kernel", "study_sha256",
-                                                           "judged_study_sha256")}, "quick": bool(state.get("quick")),
+        "study": study["name"], **{k: state.get(k) for k in ("started", "seed", "host_kernel", "host_cpu_steal",
+                                                           "study_sha256", "judged_study_sha256")},
+        "quick": bool(state.get("quick")),
         "part": state.get("part"),
         "error_rate": error, "counts": counts, "claims": results, "loop": loop, "fleet": fleet,
         # every repetition some claim left out, once, with its reason: the ones the engine runs again

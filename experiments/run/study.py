@@ -38,7 +38,7 @@ from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.telemetry.backfill import backfill
 from ccrig.experiments.run import budget as budgets
-from ccrig.experiments.run import schedule, together
+from ccrig.experiments.run import fidelity, schedule, together
 from ccrig.experiments.run.collectors import native_sampler
 from ccrig.experiments.run.preflight import auto_testbed
 from ccrig.experiments.run.progress import status_display
@@ -160,7 +160,8 @@ def new_state(study: Study, folder: Path, quick: bool, seed: int | None = None) 
     return {"study": study.name, "folder": str(folder.resolve()), "title": study.title, "quick": quick, "seed": seed,
             "study_sha256": hashlib.sha256((folder / "study.yaml").read_bytes()).hexdigest(),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "host_kernel": platform.release(), "specs": specs}
+            "host_kernel": platform.release(), "host_cpu_at_start": list(fidelity.cpu_times()["cpu"]),
+            "specs": specs}
 
 
 # --- running --------------------------------------------------------------------------------------------------
@@ -223,6 +224,11 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
                                                                   say, report, part))
     state = read_state(study_dir)
     state["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if state.get("host_cpu_at_start"):
+        # a cloud VM's neighbours slow every pair (study 003's run N: 20-43 % for ten minutes): said beside the
+        # verdicts; a reboot between start and a resume resets the counters, and then nothing is said
+        state["host_cpu_steal"] = fidelity.busy_between({"cpu": tuple(state["host_cpu_at_start"])},
+                                                        {"cpu": fidelity.cpu_times()["cpu"]}, 3)["cpu"]
     write_state(study_dir, state)
     if failed:
         error = RunError(f"study {name}: {len(failed)} spec(s) failed: " + "; ".join(failed)

@@ -72,6 +72,7 @@ def test_a_study_runs_every_spec_and_judges_every_claim(tmp_path):
     assert all(len(r["sha256"]) == 64 and r["seconds"] > 0 for r in state["specs"].values())
     claims = json.loads((study_dir / "claims.json").read_text())
     assert claims["quick"] is False and claims["started"] == state["started"]
+    assert 0 <= claims["host_cpu_steal"] < 1   # the hypervisor's share of this machine's CPU time over the run
     assert claims["study_sha256"] == hashlib.sha256((folder / "study.yaml").read_bytes()).hexdigest()
     assert datetime.fromisoformat(claims["started"]).tzinfo is not None
     assert claims["error_rate"]["alpha"] == 0.05 and "O'Brien-Fleming" in claims["error_rate"]["method"]

@@ -50,6 +50,19 @@ def test_claims_json_records_the_run_the_error_rate_and_every_exclusion(tmp_path
                             design.describe()).read_text()
     assert "**study.yaml changed since the run started**" in md
     assert json.loads((tmp_path / "claims.json").read_text())["judged_study_sha256"] == "ef" * 32
+    assert "hypervisor" not in md   # no steal recorded (an older study.json), none said
+
+
+def test_time_the_hypervisor_stole_during_a_study_is_said_beside_the_kernel(tmp_path):
+    from ccrig.experiments.run import fidelity, study as study_run
+    state = study_run.new_state(study_run.load("pause")[0], study_run.load("pause")[1], quick=False)
+    start = state["host_cpu_at_start"]
+    assert len(start) == 4 and start[1] <= fidelity.cpu_times()["cpu"][1]   # /proc/stat's jiffies, all cpus
+    # a study.json the run finished: 12 % of the host's CPU time went to other guests between start and end
+    state.update(host_kernel="6.18.44", host_cpu_steal=0.12)
+    md = study_report.write(tmp_path, {"name": "mini", "title": "a study"}, state, [], False, None).read_text()
+    assert "- this machine's kernel: 6.18.44; the hypervisor took 12% of its CPU time during the run (steal" in md
+    assert json.loads((tmp_path / "claims.json").read_text())["host_cpu_steal"] == 0.12
 
 
 def test_a_study_on_a_fleet_says_which_member_ran_what_and_which_it_lost(tmp_path):
