@@ -190,16 +190,23 @@ class Monitor:
         if why and busy:
             why.append(f"a CPU core was {cpu_max:.0%} busy" +
                        (f", {softirq_max:.0%} of it in softirq (the packet path)" if softirq_max >= 0.2 else ""))
-        # a cloud VM's neighbours: the hypervisor ran another guest (this sandbox: 20-43 % for minutes at a time)
-        if why and steal >= STEAL_NOTED:
-            why.append(f"the hypervisor took {steal:.0%} of this machine's CPU time (steal): another guest on its "
-                       f"host, not this run's load")
         if out["sampler_late_share"] is not None and out["sampler_late_share"] > LATE_SHARE:
             why.append(f"the TCP_INFO sampler was late ({LATE_FACTOR:g}x its period) in "
                        f"{out['sampler_late_share']:.0%} of its polls")
         if why:
             out["verdict"] = "testbed-limited"
+        name_steal(out)
         return out
+
+
+def name_steal(fid: dict) -> None:
+    """A cloud VM's neighbours: when a repetition is testbed-limited and the hypervisor gave STEAL_NOTED of the
+    machine's CPU time or more to other guests (this sandbox: 20-43 % for minutes at a time), its reasons say so,
+    once (the delay check adds reasons after the Monitor's)."""
+    steal, why = fid.get("cpu_steal") or 0.0, fid["reasons"]
+    if why and steal >= STEAL_NOTED and not any(r.startswith("the hypervisor took") for r in why):
+        why.append(f"the hypervisor took {steal:.0%} of this machine's CPU time (steal): other guests on its host, "
+                   f"not this run's load")
 
 
 def point_verdict(reps: list[dict]) -> dict:
@@ -280,3 +287,4 @@ def judge_delay(fid: dict, entry: dict, topology, flows, lines: dict[str, dict])
         fid["delay"] = {"tolerance_s": DELAY_TOL_S, "flows": checked, "paths": paths, "lines": lines}
     if why:
         fid["verdict"] = "testbed-limited"
+    name_steal(fid)

@@ -69,6 +69,12 @@ def test_time_the_hypervisor_stole_is_named_beside_a_symptom_and_recorded_always
     v = m.verdict([], 0.02)
     assert v["verdict"] == "testbed-limited" and v["cpu_steal"] == pytest.approx(0.3)
     assert "the hypervisor took 30% of this machine's CPU time (steal)" in v["reasons"][-1], v["reasons"]
+    # the delay check's reasons come after the Monitor's: the steal is still said once
+    fidelity.name_steal(v)
+    assert sum("hypervisor" in r for r in v["reasons"]) == 1
+    delayed = {"verdict": "testbed-limited", "reasons": ["delay line r1->s1: ... (p99)"], "cpu_steal": 0.25}
+    fidelity.name_steal(delayed)
+    assert delayed["reasons"][-1].startswith("the hypervisor took 25%")
     # steal alone is no verdict: a queue that kept its rate is the link's, whoever had the CPU
     readings = iter([{"cpu": (0, 0, 0, 0)}] * 2 + [{"cpu": (800, 1000, 50, 300)}])   # start, warm-up, end
     m = fidelity.Monitor(10e6, 9.5e6, 0, [], greedy=False)
