@@ -36,9 +36,13 @@ def _after_outage(prefix: str, cc: str) -> tuple[list[tuple[int, int]], int]:
     segment delivered once the path is back (the backed-off timer may wait a second more), and the timeouts."""
     with bottleneck(prefix, 40, rate="1mbit") as bed:   # 40 packets: the window alone never overflows the queue
         SenderTcp(bed, [(0, SimpleNamespace(tcp=SENDER, max_window=W), "s1", "d1")]).apply()
-        samples, back, timeouts = through_blackout(bed, cc)
+        # 10 s: a timer backed off three or four times during the second down (RTO 0.3-0.5 s behind the 40-packet
+        # queue) may wait 2-4 s more before its first retransmission gets through; 7 s left too little on a busy host
+        samples, back, timeouts = through_blackout(bed, cc, seconds=10)
     before = max(f["delivered"] for t, f in samples if t <= back)
-    first = next(t for t, f in samples if t > back and f["delivered"] > before)
+    first = next((t for t, f in samples if t > back and f["delivered"] > before), None)
+    assert first is not None, (f"{cc}: nothing delivered after the path came back at {back:.3f} (last sample "
+                               f"{samples[-1][0]:.3f}, {timeouts} timeouts)")
     return [(f["delivered"] - before, f["snd_cwnd"]) for t, f in samples if first <= t <= first + AFTER_S], \
         timeouts
 
