@@ -75,8 +75,8 @@ def compare_many(docs: list[dict], labels: list[str]) -> dict:
     A claim is judged by the runs that ran its specs (a part of a study leaves the others' claims "not run"), and
     counted when two or more did; it is `stable` when they all gave it the same decided verdict, and `two_ways`
     when one said holds and another fails: the runs a study's RESULTS.md sets beside each other, read at once."""
-    pairs = [{"a": labels[i], "b": labels[j], **{k: compare(docs[i], docs[j])[k] for k in ("agree", "of")}}
-             for i in range(len(docs)) for j in range(i + 1, len(docs))]
+    pairs = [{"a": labels[i], "b": labels[j], "agree": doc["agree"], "of": doc["of"]}
+             for i in range(len(docs)) for j in range(i + 1, len(docs)) for doc in [compare(docs[i], docs[j])]]
     by_run = [{c["id"]: "not run" if outside_the_run(c) else c.get("verdict") for c in d["claims"]} for d in docs]
     rows = []
     for cid in dict.fromkeys(c for run in by_run for c in run):
