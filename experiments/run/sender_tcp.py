@@ -34,6 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ccrig import fanout
+from ccrig.commands import batch_text
 from ccrig.errors import InputError, RunError
 from ccrig.fields import SizeField, TimeField
 from ccrig.topologies.testbed import Testbed
@@ -146,20 +147,28 @@ class SenderTcp:
 
     def apply(self) -> dict:
         """Sets everything; returns the record for env.json: per node the sysctls (before -> after) and routes.
-        The routes side by side (ccrig.fanout: each is its own key, on its own node); the sysctls one after another
+        The nodes' routes side by side (ccrig.fanout: each node its own); the sysctls one after another
         (two nodes on one host share them, and restore() undoes them in the order they were set)."""
         tb = self.testbed
 
-        def pin_route(item):
-            (node, dst), opts = item
-            addr = tb.address(dst)
-            got = json.loads(tb.run(node, ["ip", "-j", "route", "get", addr]).stdout)[0]
-            argv = ["ip", "route", "replace", f"{addr}/32", *(["via", got["gateway"]] if "gateway" in got else []),
-                    "dev", got["dev"], *opts]
-            self._remember(node, ["ip", "route", "del", f"{addr}/32"], inside=True)
-            tb.run(node, argv)
-            shown = tb.run(node, ["ip", "route", "show", f"{addr}/32"]).stdout.strip()
-            return {"to": dst, "argv": argv, "kernel": shown}
+        def pin_routes(node: str) -> list[dict]:
+            # a node's routes in three commands however many (one `ip` process per route and step cost a TCG
+            # guest 3.7 s of a Keshav pair's set-up): where each destination goes now, the /32 routes, the table
+            dsts = [(dst, opts) for (n, dst), opts in self.routes.items() if n == node]
+            addrs = [tb.address(dst) for dst, _ in dsts]
+            out = tb.run(node, ["ip", "-j", "-batch", "-"], input=batch_text([["route", "get", a] for a in addrs]))
+            got = [json.loads(line)[0] for line in out.stdout.splitlines() if line.strip()]
+            if len(got) != len(addrs):
+                raise RunError(f"{tb.where(node)}: ip -j -batch printed {len(got)} route(s) for {len(addrs)} lookups")
+            argvs = [["ip", "route", "replace", f"{a}/32", *(["via", g["gateway"]] if "gateway" in g else []),
+                      "dev", g["dev"], *opts] for a, g, (_, opts) in zip(addrs, got, dsts)]
+            for a in addrs:
+                self._remember(node, ["ip", "route", "del", f"{a}/32"], inside=True)
+            tb.run(node, ["ip", "-batch", "-"], input=batch_text([argv[1:] for argv in argvs]))
+            table = tb.run(node, ["ip", "route", "show"]).stdout.splitlines()
+            return [{"to": dst, "argv": argv, "kernel": next((line.strip() for line in table
+                                                               if line.split(" ", 1)[0] == a), "")}
+                    for (dst, _), a, argv in zip(dsts, addrs, argvs)]
 
         def entry(node):
             return self.record.setdefault(node, {"where": tb.where(node), "sysctls": {}, "routes": []})
@@ -172,8 +181,9 @@ class SenderTcp:
             tb.run(node, ["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in kv.items())])
             for key, was, now in zip(keys, before, self._values(node, keys)):
                 entry(node)["sysctls"][key] = {"before": was, "after": now}
-        for ((node, _), _), route in zip(self.routes.items(), fanout.each(pin_route, self.routes.items())):
-            entry(node)["routes"].append(route)
+        route_nodes = list(dict.fromkeys(node for node, _ in self.routes))
+        for node, routes in zip(route_nodes, fanout.each(pin_routes, route_nodes)):
+            entry(node)["routes"] += routes
         locked = [key for key, opts in self.routes.items() if "cwnd" in opts]
         metrics = self._warm(locked)
         for (node, dst) in locked:

@@ -97,10 +97,14 @@ def test_router_mode_realises_the_dumbbell_and_restores_every_host(bed, tmp_path
         bps = res["end"]["sum_received"]["bits_per_second"]
         assert 0.75 * 10e6 < bps < 1.02 * 10e6, bps
         assert got["links"][0]["dropped_by_capture"] == 0 and got["links"][0]["packets"] > 1000, got
-        # the data connection's highest sequence number reached d1: the bytes iperf3 says it received
+        # the data connection's highest sequence number reached d1: at least the bytes iperf3's server read (the
+        # capture lost none of them) and at most those its client wrote (nothing invented). Not "within 1 % of
+        # the bytes read": what reached d1 but sat unread in its socket when the server stopped counting is the
+        # server's lateness, 37685 bytes (1.05 %) on a host whose hypervisor took a fifth of the CPU.
         data = max(pcap.time_sequences(tmp_path / "capture" / "capture-d1-r2.pcap"), key=lambda t: len(t.data))
-        received = res["end"]["sum_received"]["bytes"]
-        assert abs(max(end for _, _, end in data.data) - received) <= 0.01 * received
+        received, sent = res["end"]["sum_received"]["bytes"], res["end"]["sum_sent"]["bytes"]
+        highest = max(end for _, _, end in data.data)
+        assert received - 0.01 * received <= highest <= sent + 0.01 * received, (received, highest, sent)
         # a project script named on a command line is staged to the host and runs there
         out = tb.run("s1", [*tb.python("s1"), str(SAMPLER), "--help"]).stdout
         assert "--period" in out

@@ -1,19 +1,32 @@
 """The traffic sources on a real dumbbell (experiments/workloads/: poisson, onoff, flood, cbr,
 interactive): the physics checked from the receiver's own log (the kernel's receive timestamps of every packet),
 not from what the sender meant to do."""
+import itertools
 import json
 import math
+import random
 import statistics
 
 import pytest
 
 from conftest import dumbbell, leftovers
+from experiments.nodes import sources
+from experiments.run import schedule
 
 
 def _packets(ccrig, flow: int) -> list[list[float]]:
     """[seq, t_send, t_recv, bytes] of every packet the flow's receiver logged, in arrival order."""
     path = ccrig.run_dirs()[-1] / f"points/000/rep0/receiver-{flow}.jsonl"
     return [p for line in path.read_text().splitlines() for p in json.loads(line)["p"]]
+
+
+def _late_share(packets: list[list[float]], rng: random.Random, pps: float, by: float) -> float:
+    """The share of packets sent more than `by` seconds after the schedule sources.py drew from the same seed
+    (each packet's number is its place in the schedule; the clocks' offset is the median's)."""
+    due = list(itertools.islice(sources.poisson_times(pps, math.inf, rng), max(r[0] for r in packets) + 1))
+    lateness = [r[1] - due[int(r[0])] for r in packets]
+    offset = statistics.median(lateness)
+    return sum(x - offset > by for x in lateness) / len(lateness)
 
 
 def _rep(ccrig) -> dict:
@@ -25,20 +38,26 @@ def test_poisson_has_exponential_gaps_at_its_mean_rate(ccrig):
     # sigma). The law is judged by its tail, P(gap > k mean) = exp(-k): chance moves it by 0.004 at most (0.03
     # is 7 sigma) and, idle, the receiver's clock reads within 0.013 of it. Not by the CV: one stall of the CPU
     # (35-60 ms on a busy 2-core machine, even at real-time priority) adds (50/1)^2 / 15000 = 0.17 to CV^2 at
-    # a 1 ms mean gap, and moves a tail by 0.3 %.
+    # a 1 ms mean gap. Stalls move the tails too: a packet the sender sent late (it catches up at once) changes
+    # the two gaps beside it, so each tail may move by twice the share of late packets more. That share is read
+    # from this run (each packet's send stamp against the seeded schedule it was due at), not assumed: on a host
+    # whose hypervisor took 20-40 % of the CPU, 4 % of the gaps moved past the tail at half the mean.
     p = ccrig.run(dumbbell([{"workload": {"kind": "poisson", "rate": "1000pps", "size": "100b"}}], duration="15s",
-                           rate="100mbit"))
+                           rate="100mbit", seed=7))
     assert p.returncode == 0, p.stderr
-    t = [r[2] for r in _packets(ccrig, 0)]
+    packets = _packets(ccrig, 0)
+    t = [r[2] for r in packets]
     gaps = [b - a for a, b in zip(t, t[1:])]
     mean = statistics.fmean(gaps)
     cv = statistics.pstdev(gaps) / mean
     tails = {k: sum(g > k * mean for g in gaps) / len(gaps) for k in (0.5, 1, 2, 3)}
+    late = _late_share(packets, random.Random(schedule.flow_seed(7, 0, 0, 0)), 1000, 0.5e-3)
     print(f"poisson: {len(t)} packets, {1 / mean:.1f} packets/s, interarrival CV {cv:.3f}, "
-          f"P(gap > k mean) {tails} against exp(-k)")
+          f"P(gap > k mean) {tails} against exp(-k); {late:.3%} of packets sent > 0.5 ms late")
     assert len(t) >= 2000
     assert abs(1 / mean / 1000 - 1) < 0.03
-    assert all(abs(p - math.exp(-k)) < 0.03 for k, p in tails.items()), tails
+    assert late < 0.05, f"{late:.1%} of packets sent more than 0.5 ms late: the machine too busy to judge a law"
+    assert all(abs(p - math.exp(-k)) < 0.03 + 2 * late for k, p in tails.items()), (tails, late)
     assert 0.9 < cv < 1.3        # a CBR's is 0, a uniform gap's 0.58
     entry = _rep(ccrig)["poisson"][0]
     assert entry["receiver_packets"] == len(t) and entry["sender_vs_receiver"] == 0 and entry["loss"] == 0
