@@ -6,7 +6,7 @@ from pydantic import TypeAdapter, ValidationError
 from ccrig.analysis.intervals import active, fair_shares
 from ccrig.errors import InputError
 from ccrig.experiments import events, spec as specmod
-from ccrig.experiments.run.sender_tcp import SenderTcp, TcpSettings, route_options
+from ccrig.experiments.run.sender_tcp import SenderTcp, TcpSettings, _json_values, route_options
 from ccrig.topologies import loss
 from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.loss import GilbertElliott, LossModel
@@ -115,6 +115,14 @@ def test_sender_tcp_sysctls_and_route_options():
     assert t.sysctls() == {"net.ipv4.tcp_sack": "0", "net.ipv4.tcp_ecn": "1", "net.ipv4.tcp_frto": "0",
                            "net.ipv4.tcp_recovery": "0"}
     assert route_options(t, 5) == ["initcwnd", "2", "rto_min", "50ms", "cwnd", "lock", "5"]
+
+
+def test_route_lookups_read_from_ip_batch_json_however_printed():
+    # `ip -j -batch` prints an array per command: on a line each here (iproute2 6.x); read as a stream either way
+    got = '[{"dst":"10.0.0.2","gateway":"10.0.1.1","dev":"v0"}]\n[{"dst":"10.0.0.3","dev":"v1"}]\n'
+    assert [r["dst"] for r in _json_values(got)] == ["10.0.0.2", "10.0.0.3"]
+    assert _json_values(got.replace("\n", "")) == _json_values(got)
+    assert _json_values("\n") == []
 
 
 def test_flows_sharing_a_sender_must_agree():
