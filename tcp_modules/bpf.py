@@ -18,6 +18,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ccrig import jsondoc
+
 from . import bpfobj, laws
 from .families import FAMILIES
 from .loaded import Loaded, record
@@ -46,18 +48,9 @@ def struct_ops_maps(system) -> list[tuple[int, str]]:
     proc = as_system(system).run(["bpftool", "-j", "struct_ops", "dump"], check=False)
     if proc.returncode != 0 or not proc.stdout.strip():
         return []
-    out, dec, s, i, objs = [], json.JSONDecoder(), proc.stdout, 0, []
+    out = []
     # bpftool prints one JSON array of alternating map-info and value objects (some versions several)
-    while i < len(s):
-        while i < len(s) and s[i].isspace():
-            i += 1
-        if i >= len(s):
-            break
-        try:
-            o, i = dec.raw_decode(s, i)
-        except json.JSONDecodeError:
-            break
-        objs.extend(o if isinstance(o, list) else [o])
+    objs = jsondoc.values(proc.stdout)
     map_id = None
     for o in objs:
         if "bpf_map_info" in o:

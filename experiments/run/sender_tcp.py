@@ -25,7 +25,6 @@ own end undoes it on netns and vm.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
@@ -33,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ccrig import fanout
+from ccrig import fanout, jsondoc
 from ccrig.commands import batch_text
 from ccrig.errors import InputError, RunError
 from ccrig.fields import SizeField, TimeField
@@ -157,7 +156,7 @@ class SenderTcp:
             dsts = [(dst, opts) for (n, dst), opts in self.routes.items() if n == node]
             addrs = [tb.address(dst) for dst, _ in dsts]
             out = tb.run(node, ["ip", "-j", "-batch", "-"], input=batch_text([["route", "get", a] for a in addrs]))
-            got = _json_values(out.stdout)
+            got = jsondoc.values(out.stdout)
             if len(got) != len(addrs):
                 raise RunError(f"{tb.where(node)}: ip -j -batch printed {len(got)} route(s) for {len(addrs)} lookups")
             argvs = [["ip", "route", "replace", f"{a}/32", *(["via", g["gateway"]] if "gateway" in g else []),
@@ -271,16 +270,6 @@ class SenderTcp:
                 for proc in listeners + clients:
                     if proc.poll() is None:
                         proc.kill()
-
-
-def _json_values(text: str) -> list:
-    """The objects of every JSON array in text, in order: `ip -j -batch` prints one array per command, on a line
-    each (iproute2 6.x) or run together (older ones may), so it is read as a stream of arrays, not by lines."""
-    out, at, decoder = [], 0, json.JSONDecoder()
-    while rest := text[at:].lstrip():
-        value, at = decoder.raw_decode(text, len(text) - len(rest))
-        out += value if isinstance(value, list) else [value]
-    return out
 
 
 # how long a warm-up connection's programs may take, start-up included

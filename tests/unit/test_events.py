@@ -5,8 +5,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from ccrig.analysis.intervals import active, fair_shares
 from ccrig.errors import InputError
+from ccrig.jsondoc import values as _json_values
 from ccrig.experiments import events, spec as specmod
-from ccrig.experiments.run.sender_tcp import SenderTcp, TcpSettings, _json_values, route_options
+from ccrig.experiments.run.sender_tcp import SenderTcp, TcpSettings, route_options
 from ccrig.topologies import loss
 from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.loss import GilbertElliott, LossModel
