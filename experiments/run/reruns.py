@@ -8,8 +8,9 @@ fault hit a flow, the collector disagrees with iperf3, ...) is moved aside in th
 runs again: alone when it ran beside other pairs or the machine limited it (interference is the likely cause, and
 side by side it would meet it again), else as any other pair; a kernel fault beside others runs again as any pair
 first (a fault is the kernel's, not the load's), alone the second time. After RERUNS reruns the last attempt is
-kept as the pair's record (spoiled, so usable() leaves it out of every verdict) and its point is reported unmeasurable with
-the reason. summary.json's `reruns` lists every excluded attempt (its folder, why, whether it ran beside others,
+kept as the pair's record (spoiled, so usable() leaves it out of every verdict) and its point is reported
+unmeasurable with the reason. A pair the path refused (PathError) runs again as any pair, RERUNS times at most, then
+fails. summary.json's `reruns` lists every excluded attempt (its folder, why, whether it ran beside others,
 how it runs again, when it ran) and every pair given up on.
 
 For the host tests, CCRIG_FORCE_INTERFERENCE=1 in the run's environment turns the fidelity verdict of every
@@ -44,7 +45,10 @@ def _entry(pair: tuple, attempt: int, why: str, beside: bool) -> dict:
 
 class Reruns:
     def __init__(self, archive, summary: dict, say=print, limit: int = RERUNS, name: str = ""):
-        """name: the spec's, in every line said (a study runs its specs side by side; their points share numbers)."""
+        """name: the spec's, in every line said (a study runs its specs side by side; their points share numbers).
+        limit: how often a spoiled pair runs again; a pair the path refused runs again RERUNS times whatever the
+        limit (a study's --quick has none), as it has no record to keep: a flow of study 001's PER 0.2 contention
+        whose first segment was lost five times failed a quick run in CI (2026-12-02)."""
         self.archive, self.summary, self.say, self.limit, self.name = archive, summary, say, limit, name
         self.spoiled: dict[tuple, int] = {}        # pair -> its attempts spoiled so far
         self.given_up: dict[tuple, str] = {}       # pair -> why its point is unmeasurable
@@ -82,10 +86,10 @@ class Reruns:
 
     def refused(self, pair: tuple, why: str, beside: bool, started: float | None = None) -> str | None:
         """A pair the path kept from measuring (ccrig.errors.PathError): AGAIN, as any other pair (the path
-        refused it, not the machine), its attempt moved aside; None once it has been refused or spoiled 1 + limit
-        times: then it fails, with the reason."""
+        refused it, not the machine), its attempt moved aside; None once it has been refused or spoiled
+        1 + RERUNS times: then it fails, with the reason."""
         n = self.spoiled.get(pair, 0)
-        if n >= self.limit:
+        if n >= RERUNS:
             return None
         self.spoiled[pair] = n + 1
         entry = _entry(pair, n + 1, f"the path refused it: {why}", beside)
@@ -99,8 +103,9 @@ class Reruns:
         self.summary.setdefault("reruns", []).append(
             {**entry, "excluded": str(folder.relative_to(self.archive.path)), "started_at": started,
              "excluded_at": time.time(), "rerun": "alone" if alone else "as any pair"})
+        most = max(self.limit, RERUNS) + 1
         self.say(f"{self._named(pair)} spoiled ({why}); running it again"
-                 f"{' alone' if alone else ''} (attempt {entry['attempt'] + 1} of at most {self.limit + 1})")
+                 f"{' alone' if alone else ''} (attempt {entry['attempt'] + 1} of at most {most})")
 
     def _named(self, pair: tuple) -> str:
         return named((self.name, *pair) if self.name else pair)
@@ -118,7 +123,8 @@ class Reruns:
             src.rename(dest)
         else:   # refused before it wrote anything
             dest.mkdir()
-        (dest / "repetition.json").write_text(json.dumps({"rep": pair[1], **record, "excluded": why}, indent=1, default=str) + "\n")
+        kept = {"rep": pair[1], **record, "excluded": why}
+        (dest / "repetition.json").write_text(json.dumps(kept, indent=1, default=str) + "\n")
         return dest
 
     def drop_samples(self, log: Path) -> int:

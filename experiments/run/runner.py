@@ -60,7 +60,7 @@ class Options:
     jobs: int | str = 1             # pairs side by side (engine.py); auto: as many as this machine carries
     repetitions: dict[int, int] | None = None   # point index -> its repetitions, over the spec's (a study's)
     calibration_root: Path = calibration.ROOT   # where this machine's measured capacity is cached (auto)
-    reruns: int = RERUNS            # how often a spoiled repetition runs again (a study's --quick: never)
+    reruns: int = RERUNS            # how often a spoiled repetition runs again (--quick: never; reruns.py)
     fleet: Path | None = field(default_factory=fleet_inventory)   # --fleet: the pairs go to its members
     pairs: list[tuple] | None = None   # --pairs: only these, in this order (a fleet member's batch)
 

@@ -4,9 +4,15 @@ While a run goes, SIGINT and SIGTERM raise Interrupted where the run is (trapped
 only noted (deferred): a second Ctrl-C must not cut the teardown short, so it is raised once everything is gone;
 it is answered with one line saying what is still being cleaned. Signal handlers belong to the main
 thread: elsewhere (a runner in a test's thread) both do nothing. EXIT_CODES: the shell's 128 + signal number.
+
+A handler runs wherever the main thread is when the signal comes, a finalizer included (Popen.__del__ runs Python
+code after every command), and an exception raised there is only printed ("Exception ignored in"): the run went on
+as if no signal had come (CI 2026-12-02: SIGINT in a run's sampler start, exit 0 after 23 s). So an Interrupted a
+finalizer swallowed is sent again (_resend) and its handler raises it once more.
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -14,6 +20,9 @@ from typing import Callable
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}   # SIGTERM ends as a shell says it did
+RESEND_AFTER = 0.05   # s: late enough that the finalizer (and the hook) has returned when the signal comes again
+_lost: list[str] = []   # the signals whose Interrupted a finalizer swallowed, sent again and not raised yet
+_previous_hook = sys.unraisablehook
 
 
 class Interrupted(Exception):
@@ -24,10 +33,39 @@ def _raise(signum, frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
+def _resend(unraisable) -> None:
+    """sys.unraisablehook: an Interrupted a finalizer swallowed is sent again from another thread, a moment later
+    (raised in this hook it would be swallowed too); any other goes to the hook there was."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        return _previous_hook(unraisable)
+    name = str(unraisable.exc_value)
+    _lost.append(name)
+    again = threading.Timer(RESEND_AFTER, os.kill, (os.getpid(), signal.Signals[name]))
+    again.daemon = True
+    again.start()
+
+
+def _hook_in() -> None:
+    """_resend before the hook there is (pytest's, the interpreter's), once."""
+    global _previous_hook
+    if sys.unraisablehook is not _resend:
+        _previous_hook, sys.unraisablehook = sys.unraisablehook, _resend
+
+
+def _retaken(signum: int) -> bool:
+    """Whether this signal is one sent again for a swallowed Interrupted (then it is raised whatever was raised)."""
+    name = signal.Signals(signum).name
+    if name in _lost:
+        _lost.remove(name)
+        return True
+    return False
+
+
 def _install(handler) -> dict | None:
     """Installs handler for SIGNALS; returns the handlers it replaced (None off the main thread)."""
     if threading.current_thread() is not threading.main_thread():
         return None
+    _hook_in()
     return {s: signal.signal(s, handler) for s in SIGNALS}
 
 
@@ -46,6 +84,7 @@ def raise_on_interrupt() -> None:
     """Outside a run too, Ctrl-C raises Interrupted: the command line's library (typer) turns a KeyboardInterrupt
     into a silent exit 130, and the researcher should read that it was interrupted."""
     if threading.current_thread() is threading.main_thread():
+        _hook_in()
         signal.signal(signal.SIGINT, _raise)
 
 
@@ -88,7 +127,7 @@ class trapped:
         return self
 
     def _raise_once(self, signum, frame) -> None:
-        if self.fired:
+        if self.fired and not _retaken(signum):
             _say_cleaning(self.remaining)
             return
         self.fired = True
@@ -112,6 +151,7 @@ class deferred:
         return self
 
     def _note(self, signum, frame) -> None:
+        _retaken(signum)
         self.caught.append(signum)
         _say_cleaning(self.remaining)
 

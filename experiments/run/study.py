@@ -207,7 +207,7 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
 
     def run_specs(specs: list[str], bar: bool) -> list[str]:
         state = read_state(study_dir)
-        # the specs of this machine in one queue where their testbed can (together.py); quick: no reruns
+        # the specs of this machine in one queue where their testbed can (together.py); quick: no reruns (reruns.py)
         failed = together.run({e.spec: planned[e.spec] for e in local if e.spec in specs}, study_dir, state,
                               dict(prometheus=prometheus, prometheus_root=prometheus_root, progress=bar, jobs=jobs,
                                    reruns=0 if quick else RERUNS), say, _seed(state, len(state.get("rounds", []))))

@@ -203,6 +203,19 @@ def test_a_pair_the_path_refused_runs_again_as_any_pair_then_fails(tmp_path):
     assert len(summary["reruns"]) == reruns_mod.RERUNS and reruns.unmeasurable(3) == []
 
 
+def test_a_pair_the_path_refused_runs_again_where_a_spoiled_one_would_not(tmp_path):
+    """A study's --quick runs nothing again (limit 0): a spoiled pair is kept, unmeasurable; a refused one has no
+    record to keep and runs again as in a full run."""
+    (tmp_path / "run").mkdir()
+    archive, summary = RunArchive(tmp_path / "run"), {}
+    reruns = Reruns(archive, summary, lambda line: None, limit=0)
+    why = "iperf3 flow 15's connection from s1 was in retransmission-timeout backoff after 36 s"
+    assert reruns.refused((1, 0), why, beside=False) == engine.AGAIN
+    spoiled = {**OK, "fidelity": {"verdict": "testbed-limited", "reasons": ["delay line r1->s1 late"]}}
+    assert reruns.judge((2, 0), _attempt(archive, (2, 0), spoiled), beside=False) is None
+    assert reruns.unmeasurable(2) and not reruns.unmeasurable(1)
+
+
 def test_an_excluded_attempts_samples_leave_the_closed_log(tmp_path):
     (tmp_path / "run").mkdir()
     archive, summary = RunArchive(tmp_path / "run"), {"points": []}

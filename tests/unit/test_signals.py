@@ -1,0 +1,54 @@
+"""A signal's Interrupted that a finalizer swallowed is raised again (experiments/run/signals.py)."""
+import signal
+import sys
+import time
+
+import pytest
+
+from ccrig.experiments.run import signals
+
+
+class _SignalledInFinalizer:
+    """Gets SIGINT while its finalizer runs Python code, as Popen.__del__ after a command can."""
+
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+        sum(range(1000))   # bytecode: where the pending handler runs, inside the finalizer
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def test_an_interrupt_a_finalizer_swallowed_is_raised_again_in_the_run():
+    with signals.trapped():
+        with pytest.raises(signals.Interrupted, match="SIGINT"):
+            _SignalledInFinalizer()
+            _spin(10)   # raised within RESEND_AFTER on an idle machine; the margin is a busy one's
+    assert signals._lost == []
+
+
+def test_outside_a_run_too():
+    old = signal.getsignal(signal.SIGINT)
+    try:
+        signals.raise_on_interrupt()
+        with pytest.raises(signals.Interrupted):
+            _SignalledInFinalizer()
+            _spin(10)
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def test_another_exception_in_a_finalizer_goes_to_the_hook_there_was(monkeypatch):
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+    monkeypatch.setattr(signals, "_previous_hook", sys.unraisablehook)
+
+    class Failing:
+        def __del__(self):
+            raise ValueError("not a signal")
+    with signals.trapped():
+        Failing()
+    assert [type(e) for e in seen] == [ValueError]
