@@ -260,7 +260,8 @@ class Runner:
     def _calibrate(self) -> None:
         """Under --jobs auto, with pairs to run side by side on a testbed that can: this machine's capacity,
         measured once (before anything of the run is set up) and cached, recorded in env.json."""
-        if self.opt.jobs != "auto" or self.fleet or not testbeds.get(self.exp.testbed).side_by_side or len(self.todo) < 2:
+        able = testbeds.get(self.exp.testbed).side_by_side
+        if self.opt.jobs != "auto" or self.fleet or not able or len(self.todo) < 2:
             return
         record = calibration.for_run(self.opt.calibration_root, f"{self.opt.prefix}-cal")
         if record is not None:
