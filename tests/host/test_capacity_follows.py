@@ -37,7 +37,8 @@ def test_a_rate_event_halving_the_bottleneck_halves_t_max(ccrig):
     rep = json.loads((run / "points/000/rep0/repetition.json").read_text())
     fid = rep["fidelity"]
     # a repetition the run itself finds testbed-limited (the hypervisor's steal, a busy core: CI 2026-12-02 read
-    # 0.794 in interval 7 with steal up to 35 %) is one a study reruns, not a measurement of the link; any other reason still fails
+    # 0.794 in interval 7 with steal up to 35 %) is one a study reruns, not a measurement of the link; any other
+    # reason still fails
     if fid["verdict"] == "testbed-limited" and any("CPU" in why for why in fid["reasons"]):
         return
     assert all(0.8 < v < 1.15 for v in ratio.values()), (ratio, fid)
