@@ -44,7 +44,8 @@ def _specs(value: Optional[str]) -> list[str] | None:
 @app.command()
 def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a folder holding a study.yaml"),
         quick: bool = typer.Option(False, "--quick", help="every spec at its first sweep point, one repetition, "
-                                   "the study's short duration, no reruns: checks the mechanics, never the claims"),
+                                   "the study's short duration, no reruns (but of a pair the path refused): "
+                                   "checks the mechanics, never the claims"),
         out: Path = typer.Option(Path("results/studies"), "--out", help="folder that receives the study directory"),
         resume: Optional[Path] = typer.Option(None, "--resume", help="continue this study directory: finished "
                                               "specs are kept, an unfinished run continues, and so does the "

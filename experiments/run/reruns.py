@@ -81,7 +81,7 @@ class Reruns:
         # kernel's BPF fault (001 run B: faults came back in reruns alone, at handoff's 100-flow points): a fault
         # beside others runs again as any pair, and alone only if it comes back
         alone = kind == "fidelity" or (beside and (kind != "kernel_fault" or n >= 1))
-        self._aside(pair, entry, record, started, alone)
+        self._aside(pair, entry, record, started, alone, self.limit)
         return ALONE if alone else AGAIN
 
     def refused(self, pair: tuple, why: str, beside: bool, started: float | None = None) -> str | None:
@@ -93,19 +93,20 @@ class Reruns:
             return None
         self.spoiled[pair] = n + 1
         entry = _entry(pair, n + 1, f"the path refused it: {why}", beside)
-        self._aside(pair, entry, {"ran_beside_others": beside}, started, alone=False)
+        self._aside(pair, entry, {"ran_beside_others": beside}, started, alone=False, limit=RERUNS)
         return AGAIN
 
-    def _aside(self, pair: tuple, entry: dict, record: dict, started: float | None, alone: bool) -> None:
-        """The attempt moved aside and listed in summary.json's reruns, and the rerun announced."""
+    def _aside(self, pair: tuple, entry: dict, record: dict, started: float | None, alone: bool, limit: int
+               ) -> None:
+        """The attempt moved aside and listed in summary.json's reruns, and the rerun announced (of at most
+        1 + limit attempts)."""
         why = entry["spoiled"]
         folder = self._exclude(pair, record, why, entry["attempt"])
         self.summary.setdefault("reruns", []).append(
             {**entry, "excluded": str(folder.relative_to(self.archive.path)), "started_at": started,
              "excluded_at": time.time(), "rerun": "alone" if alone else "as any pair"})
-        most = max(self.limit, RERUNS) + 1
         self.say(f"{self._named(pair)} spoiled ({why}); running it again"
-                 f"{' alone' if alone else ''} (attempt {entry['attempt'] + 1} of at most {most})")
+                 f"{' alone' if alone else ''} (attempt {entry['attempt'] + 1} of at most {limit + 1})")
 
     def _named(self, pair: tuple) -> str:
         return named((self.name, *pair) if self.name else pair)
