@@ -33,6 +33,7 @@ def _loop_lines(loop: dict) -> list[str]:
     budget = f"budget {loop['budget_s'] / 60:.1f} min, " if loop.get("budget_s") else "no budget, "
     looks = "; ".join(f"look {e['look']}{' (final)' if e.get('final') else ''}: {e['decided']} decided, "
                       f"{e['undecided']} undecided at {e['spent_s'] / 60:.1f} min"
+                      + (f" (steal {e['steal']:.0%} in the round before it)" if (e.get("steal") or 0) >= 0.005 else "")
                       + (f", then {sum(e['added'].values())} more repetition(s) at {len(e['added'])} point(s)"
                          if e.get("added") else "") for e in loop["looks"])
     return [f"- looks: {budget}{loop.get('spent_s', 0) / 60:.1f} min spent; {looks}; stopped: "

@@ -28,6 +28,8 @@ are no verdict alone; `cpu_steal` is recorded for every repetition.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 GOODPUT_OK = 0.9      # of T_max: below it, a queue that stays empty means the flows could not fill the link
 DEQUEUE_OK = 0.9      # of the configured rate, while backlogged
 EMPTY_SHARE = 0.5     # of the boundaries with an empty queue, for "the queue stayed empty"
@@ -82,6 +84,22 @@ def busy_between(a: dict, b: dict, column: int = 0) -> dict[str, float]:
         then = a.get(name, (0,) * len(now))
         out[name] = (now[column] - then[column]) / (now[1] - then[1]) if now[1] > then[1] else 0.0
     return out
+
+
+def cpu_now() -> dict:
+    """This machine's CPU time so far (cpu_times, all cpus) and the boot it belongs to."""
+    return {"boot_id": Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+            "jiffies": list(cpu_times()["cpu"])}
+
+
+def steal_since(start: dict) -> float | None:
+    """The share of this machine's CPU time the hypervisor gave other guests since `start` (a cpu_now()); None
+    unless this machine and boot took it: not in a vm guest running its part of the study (its own /proc/stat),
+    not after a reboot and --resume (the counters start again)."""
+    now = cpu_now()
+    if start.get("boot_id") != now["boot_id"]:
+        return None
+    return busy_between({"cpu": tuple(start["jiffies"])}, {"cpu": tuple(now["jiffies"])}, 3)["cpu"]
 
 
 class Monitor:
@@ -231,28 +249,56 @@ def _transmission(topology, sender: str, receiver: str) -> float:
     return 8.0 * topology.wire / min(bps) if bps else 0.0
 
 
-def judge_delay(fid: dict, entry: dict, topology, flows, lines: dict[str, dict]) -> None:
+def timestamp_echo(min_rtt_s: float) -> bool:
+    """Whether a min RTT is a whole number of milliseconds: the kernel's sample from a TCP timestamp echo, which
+    the min-RTT filter takes for an ACK of retransmitted data (Karn's rule forbids the microsecond one:
+    tcp_ack_update_rtt, tcp_rtt_tsopt_us), in milliseconds. Study 000 run J (2026-12-03): a flow's min RTT turned
+    a whole millisecond in 587 flows, every one in an interval with retransmissions or just after one; 248 of 432
+    flows at 100 ms read exactly 100.000 ms. Such a sample has read up to 7 ms below the path (96.000-99.000 ms at
+    100 ms in runs A-J, 493.000 at 500 ms), while the microsecond samples of the same lines never did, nor did a
+    capture across a line (RESULTS.md of study 000: why the echo reads low is not settled; the capture would see
+    a line releasing frames early, and so would every flow's microsecond samples). A microsecond sample is a whole
+    millisecond once in a thousand."""
+    us = min_rtt_s * 1e6
+    return abs(us - round(us / 1e3) * 1e3) < 0.5
+
+
+def judge_delay(fid: dict, entry: dict, topology, flows, lines: dict[str, dict],
+                mins: dict[int, list[float]] | None = None) -> None:
     """Adds `delay` to a repetition's fidelity verdict and turns it testbed-limited when the realised delay is off:
     - each TCP flow on a path with added delay: its min RTT (a handshake's or a data packet's, whichever was least)
-      at least the configured RTT, less DELAY_TOL_S: no packet comes back sooner than the path allows;
+      at least the configured RTT, less DELAY_TOL_S: no packet comes back sooner than the path allows (a
+      timestamp echo's sample below it, timestamp_echo, is not held against the path: noted, and the flow's other
+      samples judged; with none, the line's own count of frames sent early guards the floor);
     - each such path: the least min RTT of its flows that started at once with a clean handshake at most the
       configured RTT plus one packet's transmission, plus DELAY_TOL_S. The least, not each flow's: a flow's SYN
       can wait behind the initial windows of the flows that connected before it (30 flows at 500 ms: 0.3-12 ms),
       a late flow can meet a standing queue, and a flow whose handshake was retransmitted has no handshake sample
       (summary.handshake_retransmitted); a delay line that added too much delays every flow on its path;
     - each delay line (`lines`, topologies/delayline.summarise): its frames' median lateness within DELAY_TOL_S, their
-      p99 within LATE_P99_OK_S, none sent early, none lost."""
-    mins = {f["flow"]: (f.get("min_rtt_s") or {}).get("mean") for f in entry.get("flows", [])}
+      p99 within LATE_P99_OK_S, none sent early, none lost.
+    mins: each flow's min RTT in every measured interval (TCP's filter only falls, so a timestamp echo's sample
+    that enters mid-run leaves the intervals before it with the microsecond one: run J's flow read 99.400 ms on
+    average, 100.0 then 99.000); without it, each flow's mean over its intervals."""
+    if mins is None:
+        mins = {f["flow"]: [m] for f in entry.get("flows", []) if (m := (f.get("min_rtt_s") or {}).get("mean"))}
     resent = {f["flow"] for f in entry.get("flows", []) if f.get("handshake_retransmitted")}
     checked, paths, why = [], {}, fid["reasons"]
     for f in flows:
         rtt = topology.rtt(f.sender, f.receiver)
-        m = mins.get(f.index)
-        if rtt <= 0 or m is None or not f.workload.tcp_info:
+        if rtt <= 0 or not mins.get(f.index) or not f.workload.tcp_info:
             continue
-        ok = m >= rtt - DELAY_TOL_S
+        # a timestamp echo's sample below the floor is not the path's: neither bound reads it; the flow's least
+        # other sample is its measure (none: the line's own early count guards the floor)
+        echo = [v for v in mins[f.index] if v < rtt - DELAY_TOL_S and timestamp_echo(v)]
+        rest = [v for v in mins[f.index] if v not in echo]
+        m = min(rest) if rest else min(echo)
+        ok = m >= rtt - DELAY_TOL_S or not rest
         checked.append({"flow": f.index, "configured_rtt_s": rtt, "min_rtt_s": m, "ok": ok,
-                        "bounds_s": [rtt - DELAY_TOL_S, None]})
+                        "bounds_s": [rtt - DELAY_TOL_S, None],
+                        **({"timestamp_echo_s": min(echo)} if echo else {})})
+        if not rest:
+            continue
         if not ok:
             why.append(f"flow {f.index}: min RTT {m * 1e3:.3f} ms against a configured RTT of {rtt * 1e3:.3f} ms "
                        f"(expected {(rtt - DELAY_TOL_S) * 1e3:.3f} ms or more): the added delay was not what the "

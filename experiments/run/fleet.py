@@ -376,18 +376,18 @@ class Fleet:
         tarball.unlink(missing_ok=True)
 
     def _halt(self, busy: dict) -> None:
-        """Every member's batch stopped and removed (their drivers first, then fleet_stop.yml on each member)."""
+        """Every member's batch stopped and removed (their drivers first, then one fleet_stop.yml play on them all)."""
         for m in self.members.values():
             if m.proc is not None and m.proc.poll() is None:
                 m.proc.terminate()
         for t in busy.values():
             t.join(60)
-        for m in self.members.values():
-            if m.batches and m.name not in {x["member"] for x in self.lost}:
-                result, _, _ = self._play("fleet_stop.yml", [m.name], {"prefix": m.prefix, "work": m.work})
-                for h, t, msg in result.failures:
-                    print(f"warning: fleet member {h}: could not stop its batch ({t}: {msg}); run `ccrig clean "
-                          f"--prefix {m.prefix}` there")
+        stops = {m.name: {"prefix": m.prefix, "work": m.work} for m in self.members.values()
+                 if m.batches and m.name not in {x["member"] for x in self.lost}}
+        if stops:   # one play: every member at once
+            for h, t, msg in self._play("fleet_stop.yml", list(stops), {"stops": stops})[0].failures:
+                print(f"warning: fleet member {h}: could not stop its batch ({t}: {msg}); run `ccrig clean "
+                      f"--prefix {stops.get(h, {}).get('prefix', '?')}` there")
 
     def _play(self, book: str, limit: list[str], extra: dict, member: Member | None = None):
         """ansible-playbook ansible/BOOK on the members named, with extra variables (a file: values stay

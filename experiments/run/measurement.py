@@ -275,7 +275,9 @@ class Measurement:
         if excluded is not None:
             entry["fault_exclusion"] = excluded
         entry["fidelity"] = self.monitor.verdict(self.samplers, TRACE_PERIOD)
-        fidelity.judge_delay(entry["fidelity"], entry, self.topo, flows, lines)   # the delay it had, measured
+        mins = {i: [r["min_rtt_s"] for r in rows[exp.warmup:] if r.get("min_rtt_s") is not None]
+                for i, rows in self.rows_by_flow.items()}
+        fidelity.judge_delay(entry["fidelity"], entry, self.topo, flows, lines, mins)   # the delay it had, measured
         entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time
         self.lent.publish(source_samples(self.labels, entry, flows, time.time()))   # the sources' own numbers
         entry.update(inside)

@@ -160,7 +160,7 @@ def new_state(study: Study, folder: Path, quick: bool, seed: int | None = None) 
     return {"study": study.name, "folder": str(folder.resolve()), "title": study.title, "quick": quick, "seed": seed,
             "study_sha256": hashlib.sha256((folder / "study.yaml").read_bytes()).hexdigest(),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "host_kernel": platform.release(), "host_cpu_at_start": _cpu_now(), "specs": specs}
+            "host_kernel": platform.release(), "host_cpu_at_start": fidelity.cpu_now(), "specs": specs}
 
 
 # --- running --------------------------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
                                                                   say, report, part))
     state = read_state(study_dir)
     state["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    steal = steal_since(state.get("host_cpu_at_start") or {})
+    steal = fidelity.steal_since(state.get("host_cpu_at_start") or {})
     if steal is not None:   # a cloud VM's neighbours slow every pair (study 003's run N: 20-43 % for ten minutes)
         state["host_cpu_steal"] = steal
     write_state(study_dir, state)
@@ -233,22 +233,6 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         error.study_dir = study_dir   # the command line still judges the claims of what ran
         raise error
     return study_dir
-
-
-def _cpu_now() -> dict:
-    """This machine's CPU time so far (fidelity.cpu_times, all cpus) and the boot it belongs to."""
-    return {"boot_id": Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
-            "jiffies": list(fidelity.cpu_times()["cpu"])}
-
-
-def steal_since(start: dict) -> float | None:
-    """The share of this machine's CPU time the hypervisor gave other guests since `start` (a _cpu_now()); None
-    unless this machine and boot took it: not in a vm guest running its part of the study (its own /proc/stat),
-    not after a reboot and --resume (the counters start again)."""
-    now = _cpu_now()
-    if start.get("boot_id") != now["boot_id"]:
-        return None
-    return fidelity.busy_between({"cpu": tuple(start["jiffies"])}, {"cpu": tuple(now["jiffies"])}, 3)["cpu"]
 
 
 def _seed(state: dict, round_: int) -> int:

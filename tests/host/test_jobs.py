@@ -12,6 +12,7 @@ from pathlib import Path
 
 from conftest import ROOT, dumbbell, leftovers
 from support.interrupt import SIGNAL_BOUND
+from support.machine import machine_reasons, measured
 
 from ccrig.experiments.run import calibration
 
@@ -30,9 +31,16 @@ def test_four_repetitions_two_at_a_time(ccrig):
     assert summary["complete"] and summary["jobs"] == 2
     assert [len(p["repetitions"]) for p in summary["points"]] == [4, 4]
     reps = _reps(run)
-    assert len(reps) == 8 and all(r["fidelity"]["verdict"] == "ok" for r in reps)
+    # each verdict ok or, for a pair the machine starved in every attempt (CI under the hypervisor's steal),
+    # limited by the machine (measured() fails on any other reason), its point then unmeasurable, as it says
+    assert len(reps) == 8
+    starved = {int(f.parts[-3]) for f in run.glob("points/*/rep*/repetition.json")
+               if not measured(json.loads(f.read_text())["fidelity"])}
+    assert {i for i, p in enumerate(summary["points"]) if "unmeasurable" in p} == starved, summary["points"]
     # each pair measured against its own link, side by side or not
-    for p, rate in zip(summary["points"], (10e6, 20e6)):
+    for i, (p, rate) in enumerate(zip(summary["points"], (10e6, 20e6))):
+        if i in starved:
+            continue
         g = p["system"]["goodput_bps"]["mean"]
         assert 0.85 * rate * 1448 / 1514 < g < 1.02 * rate, (rate, g)
         assert p["system"]["goodput_bps"]["ci"]["method"] == "runs"
@@ -152,15 +160,24 @@ def test_a_testbed_limited_repetition_beside_others_is_rerun_alone_and_recorded(
     # starve it for real: the engine then runs it alone once more, as it says
     assert all(not r["beside_others"] and "forced" not in r["spoiled"] for r in reruns if r["attempt"] > 1), reruns
     assert all("testbed-limited" in r["spoiled"] for r in reruns)
+    # a pair starved alone in every attempt (CI under the hypervisor's steal) is given up on, its last attempt
+    # kept as its record and its point unmeasurable: only for a reason that blames the machine
+    given_up = [r for r in reruns if "kept" in r]
+    assert all(not r["beside_others"] and machine_reasons(r["spoiled"]) for r in given_up), given_up
     for r in reruns:
+        if r in given_up:
+            continue
         kept = json.loads((run / r["excluded"] / "repetition.json").read_text())
         assert kept["excluded"] == r["spoiled"] and (run / r["excluded"] / "intervals.csv").is_file()
     # what stands is each pair's second attempt, alone, its own verdict ok, and the point measured
     point = summary["points"][0]
-    last = {r["rep"]: r["attempt"] for r in reruns}
-    assert [(r["rep"], r["attempt"], r["ran_beside_others"], r["fidelity"]["verdict"])
-            for r in point["repetitions"]] == [(k, last[k] + 1, False, "ok") for k in (0, 1)]
-    assert "unmeasurable" not in point and point["fidelity"]["verdict"] == "ok"
+    if given_up:
+        assert point["unmeasurable"], point
+    else:
+        last = {r["rep"]: r["attempt"] for r in reruns}
+        assert [(r["rep"], r["attempt"], r["ran_beside_others"], r["fidelity"]["verdict"])
+                for r in point["repetitions"]] == [(k, last[k] + 1, False, "ok") for k in (0, 1)]
+        assert "unmeasurable" not in point and point["fidelity"]["verdict"] == "ok"
     assert sorted(p.parent.name for p in run.glob("points/*/rep*/repetition.json")) == ["rep0", "rep1"]
     assert "running it again alone" in out
     # the sample log holds each repetition once: the excluded attempts' samples left it

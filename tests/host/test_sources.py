@@ -10,6 +10,7 @@ import statistics
 import pytest
 
 from conftest import dumbbell, leftovers
+from support.machine import STEAL, again_while_busy, machine_limited
 from ccrig.experiments.nodes import sources
 from ccrig.experiments.run import schedule
 
@@ -42,17 +43,23 @@ def test_poisson_has_exponential_gaps_at_its_mean_rate(ccrig):
     # the two gaps beside it, so each tail may move by twice the share of late packets more. That share is read
     # from this run (each packet's send stamp against the seeded schedule it was due at), not assumed: on a host
     # whose hypervisor took 20-40 % of the CPU, 4 % of the gaps moved past the tail at half the mean.
+    # A run whose late share passes the guard is measured again (a spell of steal passes; CI read 7.4 %).
     seed = 7
-    p = ccrig.run(dumbbell([{"workload": {"kind": "poisson", "rate": "1000pps", "size": "100b"}}], duration="15s",
-                           rate="100mbit", seed=seed))
-    assert p.returncode == 0, p.stderr
-    packets = _packets(ccrig, 0)
+
+    def attempt():
+        p = ccrig.run(dumbbell([{"workload": {"kind": "poisson", "rate": "1000pps", "size": "100b"}}],
+                               duration="15s", rate="100mbit", seed=seed))
+        assert p.returncode == 0, p.stderr
+        packets = _packets(ccrig, 0)
+        return packets, _late_share(packets, random.Random(schedule.flow_seed(seed, 0, 0, 0)), 1000, 0.5e-3)
+
+    packets, late = again_while_busy(attempt, lambda got: f"{got[1]:.1%} of packets sent late" if got[1] >= 0.05
+                                     else None)
     t = [r[2] for r in packets]
     gaps = [b - a for a, b in zip(t, t[1:])]
     mean = statistics.fmean(gaps)
     cv = statistics.pstdev(gaps) / mean
     tails = {k: sum(g > k * mean for g in gaps) / len(gaps) for k in (0.5, 1, 2, 3)}
-    late = _late_share(packets, random.Random(schedule.flow_seed(seed, 0, 0, 0)), 1000, 0.5e-3)
     print(f"poisson: {len(t)} packets, {1 / mean:.1f} packets/s, interarrival CV {cv:.3f}, "
           f"P(gap > k mean) {tails} against exp(-k); {late:.3%} of packets sent > 0.5 ms late")
     assert len(t) >= 2000
@@ -102,26 +109,38 @@ def test_onoff_periods_and_flood_at_the_access_rate(ccrig):
                      {"workload": {"kind": "flood"}}], duration="8s", rate="100mbit",
                     topology={"name": "dumbbell", "access": {"rate": "20mbit"},
                               "bottleneck": {"rate": "100mbit", "buffer": "100pkt", "qdisc": "pfifo"}})
-    p = ccrig.run(spec)
-    assert p.returncode == 0, p.stderr
-    # onoff: runs of packets at the receiver, split at gaps longer than half a period
-    t = [r[2] for r in _packets(ccrig, 0)]
-    runs, start = [], t[0]
-    for a, b in zip(t, t[1:]):
-        if b - a > 0.5:
-            runs.append((start, a))
-            start = b
-    runs.append((start, t[-1]))
-    on = [b - a for a, b in runs[:-1]]           # the last may be cut by the end of the run
-    off = [c - b for (_, b), (c, _) in zip(runs, runs[1:])]
+
+    def attempt():
+        p = ccrig.run(spec)
+        assert p.returncode == 0, p.stderr
+        # onoff: runs of packets at the receiver, split at gaps longer than half a period
+        t = [r[2] for r in _packets(ccrig, 0)]
+        runs, start = [], t[0]
+        for a, b in zip(t, t[1:]):
+            if b - a > 0.5:
+                runs.append((start, a))
+                start = b
+        runs.append((start, t[-1]))
+        on = [b - a for a, b in runs[:-1]]           # the last may be cut by the end of the run
+        off = [c - b for (_, b), (c, _) in zip(runs, runs[1:])]
+        # flood: what its receiver got, in wire bits, against the 20 Mbit/s access link
+        got = _packets(ccrig, 1)
+        return on, off, got, 8 * (len(got) - 1) * (1472 + 42) / (got[-1][2] - got[0][2])
+
+    def busy(result):
+        # a flood short of the access rate, or a period off by 5 %, while the run itself saw the machine starved
+        # (CI: 17.7 of 20 Mbit/s under steal) is measured again
+        on, off, _, wire = result
+        fid = _rep(ccrig)["fidelity"]
+        missed = wire < 0.9 * 20e6 or any(abs(x - 1) >= 0.05 for x in on + off)
+        starved = machine_limited(fid) or (fid.get("cpu_steal") or 0) >= STEAL
+        return f"steal {fid.get('cpu_steal') or 0:.0%}, {fid['verdict']}" if missed and starved else None
+
+    on, off, got, wire = again_while_busy(attempt, busy)
     print(f"onoff: on {[round(x, 4) for x in on]} s, off {[round(x, 4) for x in off]} s")
     assert len(on) >= 3 and len(off) >= 3
     assert all(abs(x - 1) < 0.05 for x in on + off)
     assert _rep(ccrig)["onoff"][0]["periods"]["on_s"][:len(on)] == on
-    # flood: what its receiver got, in wire bits, against the 20 Mbit/s access link
-    got = _packets(ccrig, 1)
-    span = got[-1][2] - got[0][2]
-    wire = 8 * (len(got) - 1) * (1472 + 42) / span
     entry = _rep(ccrig)["flood"][0]
     print(f"flood: {len(got)} packets, {wire / 1e6:.2f} Mbit/s on the wire, sender sent {entry['sender_packets']}")
     assert wire >= 0.9 * 20e6

@@ -201,6 +201,25 @@ def test_the_loop_stops_at_the_designs_last_look(tmp_path):
     assert loop["stopped"] == "the design's last look (3)"
 
 
+def test_each_look_records_the_steal_since_the_one_before_and_warns_of_a_spell(tmp_path):
+    from ccrig.experiments.report import study as study_report
+    from ccrig.experiments.run import fidelity
+    w = World(tmp_path, {"a": (10.0, 1.0), "b": (10.0, 1.0)}, {"c": ("a", "b", 0.0)}, cost=1.0)
+    # the study started when this machine's counters read 1000 jiffies less, 200 of them stolen: 20 % steal
+    busy, total, softirq, stolen = fidelity.cpu_now()["jiffies"]
+    w.state["host_cpu_at_start"] = {**fidelity.cpu_now(), "jiffies": [busy - 500, total - 1000, softirq,
+                                                                      stolen - 200]}
+    w.loop(1e6).run()
+    first, *later = w.state["loop"]["looks"]
+    assert 0.19 < first["steal"] < 0.21 and first["host_cpu"]["jiffies"][1] >= total
+    # the looks after it count from the look before (this machine's own steal since, a few jiffies at most)
+    assert later and all(0 <= e["steal"] < 0.19 for e in later)
+    said = [s for s in w.said if s.startswith("warning: the hypervisor took 20%")]
+    assert len(said) == 1 and "since the start" in said[0] and "fewer repetitions" in said[0], w.said
+    lines = study_report._loop_lines(w.state["loop"] | {"spent_s": 3.0})
+    assert "look 1: 0 decided, 1 undecided at 0.1 min (steal 20% in the round before it)" in lines[0], lines
+
+
 def test_without_a_budget_one_look_spends_the_whole_error_rate(tmp_path):
     w = World(tmp_path, {"a": (10.0, 1.0), "b": (10.0, 1.0)}, {"c": ("a", "b", 0.0)})
     w.loop(None).run()

@@ -58,9 +58,9 @@ def test_time_the_hypervisor_stole_during_a_study_is_said_beside_the_kernel(tmp_
     state = study_run.new_state(study_run.load("pause")[0], study_run.load("pause")[1], quick=False)
     start = state["host_cpu_at_start"]   # /proc/stat's jiffies, all cpus, and the boot they count from
     assert len(start["jiffies"]) == 4 and start["jiffies"][1] <= fidelity.cpu_times()["cpu"][1]
-    assert start["boot_id"] == study_run._cpu_now()["boot_id"] != ""
-    assert 0 <= study_run.steal_since({**start, "jiffies": [0, 0, 0, 0]}) < 1   # since this machine booted
-    assert study_run.steal_since({**start, "boot_id": "another boot, or a vm guest's"}) is None
+    assert start["boot_id"] == fidelity.cpu_now()["boot_id"] != ""
+    assert 0 <= fidelity.steal_since({**start, "jiffies": [0, 0, 0, 0]}) < 1   # since this machine booted
+    assert fidelity.steal_since({**start, "boot_id": "another boot, or a vm guest's"}) is None
     # a study.json the run finished: 12 % of the host's CPU time went to other guests between start and end
     state.update(host_kernel="6.18.44", host_cpu_steal=0.12)
     md = study_report.write(tmp_path, {"name": "mini", "title": "a study"}, state, [], False, None).read_text()

@@ -58,7 +58,7 @@ def test_lateness_quantiles_from_the_histogram():
     assert s["hold_mean_s"] == pytest.approx(1e-3) and s["lost"] == 1 and s["late_p50_s"] == pytest.approx(3.5e-6)
 
 
-def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0), one_path=False, resent=()) -> dict:
+def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0), one_path=False, resent=(), mins=None) -> dict:
     exp = spec({"rtt": "100ms"})
     topo = exp.topology.build(2)
     flows = [SimpleNamespace(index=i, sender="s1" if one_path else f"s{i + 1}",
@@ -67,7 +67,7 @@ def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0), one_path=False,
     entry = {"flows": [{"flow": i, "min_rtt_s": {"mean": m}, "handshake_retransmitted": i in resent}
                        for i, m in enumerate(min_rtts)]}
     fid = {"verdict": "ok", "reasons": []}
-    fidelity.judge_delay(fid, entry, topo, flows, lines)
+    fidelity.judge_delay(fid, entry, topo, flows, lines, mins)
     return fid
 
 
@@ -85,6 +85,30 @@ def test_fidelity_holds_each_flows_min_rtt_to_the_configured_rtt():
     assert judge([0.1031, 0.103], {}, one_path=True)["verdict"] == "testbed-limited"
     assert judge([0.0995, 0.1001], {}, one_path=True)["verdict"] == "testbed-limited"   # each flow: the floor
     assert judge([0.1001, 0.1001], {})["delay"]["flows"][0]["configured_rtt_s"] == pytest.approx(0.1)
+
+
+def test_a_min_rtt_from_a_timestamp_echo_is_no_measure_of_the_path():
+    # whole milliseconds: the kernel's sample from a TCP timestamp echo (an ACK of resent data), which reads up
+    # to a millisecond and a pacing interval short; noted, neither bound judged on it
+    echo = judge([0.099, 0.1001], {})
+    assert echo["verdict"] == "ok", echo
+    assert echo["delay"]["flows"][0] == {"flow": 0, "configured_rtt_s": 0.1, "min_rtt_s": 0.099, "ok": True,
+                                         "bounds_s": [pytest.approx(0.0998), None], "timestamp_echo_s": 0.099}
+    # one entering mid-run (TCP's filter only falls): the intervals before it hold the microsecond sample, which
+    # is the flow's measure (run J: 99.400 ms on average); a microsecond one short of the floor still fails
+    mixed = judge([0.0994, 0.1001], {}, mins={0: [0.10003, 0.10003, 0.099, 0.099], 1: [0.1001]})
+    assert mixed["verdict"] == "ok" and mixed["delay"]["flows"][0]["min_rtt_s"] == 0.10003, mixed
+    assert mixed["delay"]["flows"][0]["timestamp_echo_s"] == 0.099
+    short = judge([0.0994, 0.1001], {}, mins={0: [0.0997, 0.099], 1: [0.1001]})
+    assert "flow 0: min RTT 99.700 ms" in short["reasons"][0]
+    # ... nor for the path's upper bound: the other flow's own sample on one path still has to be near the RTT
+    assert judge([0.099, 0.103], {}, one_path=True)["verdict"] == "testbed-limited"
+    # a microsecond sample 0.2 ms short is still a short path, and a whole millisecond at or above the floor is
+    # judged as any sample
+    assert judge([0.0997, 0.1001], {})["verdict"] == "testbed-limited"
+    assert judge([0.1, 0.104], {})["verdict"] == "testbed-limited"
+    assert fidelity.timestamp_echo(0.1) and fidelity.timestamp_echo(0.493)
+    assert not fidelity.timestamp_echo(0.0999995) and not fidelity.timestamp_echo(0.100015)
 
 
 def test_fidelity_holds_each_line_to_its_delay():
