@@ -159,13 +159,25 @@ def test_a_member_that_cannot_answer_is_refused_before_anything_runs(ccrig, flee
     assert ccrig.run_dirs() == [] and _left(p.pid) == []
 
 
+def _ended(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """The run's output once it ended; past the timeout it is sent SIGTERM and waited for (it tears down and
+    leaves nothing: a SIGKILL at the timeout left its scratch folders in CI under steal), then the test fails."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+        raise AssertionError(f"not ended within {timeout} s; SIGTERM: {(err or '')[-1000:]}{(out or '')[-1000:]}")
+
+
 def test_a_study_by_kernel_on_a_fleet_groups_its_members_by_kernel_and_judges_its_claims(tmp_path, fleet):
     from test_study_run import make_study   # its study of two specs and four claims
     folder, out = make_study(tmp_path, repetitions=2), tmp_path / "studies"
-    p = subprocess.run([*CCRIG_ARGV, "study", "run", str(folder), "--by-kernel", "--out", str(out),
-                        "--prometheus", "off", "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=400)
-    assert p.returncode == 0, p.stderr[-2000:] + p.stdout[-2000:]
+    p = subprocess.Popen([*CCRIG_ARGV, "study", "run", str(folder), "--by-kernel", "--out", str(out),
+                          "--prometheus", "off", "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = _ended(p, 400)
+    assert p.returncode == 0, stderr[-2000:] + stdout[-2000:]
     (parent,) = out.iterdir()
     doc = json.loads((parent / "kernels.json").read_text())
     # both members run this machine's kernel: one group, dealt to both
@@ -211,7 +223,7 @@ def test_a_member_lost_between_a_studys_specs_leaves_the_study_to_the_others(tmp
         done_first = [s for s, r in states[0]["specs"].items() if r.get("status") == "done"] if states else []
         time.sleep(0.2)
     _power_off(fleet.ns("f2"))
-    said, _ = p.communicate(timeout=400)
+    said, _ = _ended(p, 400)
     subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
     subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
     assert p.returncode == 0, said[-3000:]
