@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ccrig.experiments.report.doc import report as run_report
 
+STEAL_SAID = 0.005   # a share of the CPU stolen worth a word in claims.md (the run's or a round's)
 QUICK = "**quick mode: mechanics only, the verdicts say nothing of the claims**"
 MARK = {"holds": "holds", "fails": "**fails**", "no-difference": "no difference", "undecided": "undecided",
         "not-applicable": "n/a"}
@@ -33,7 +34,8 @@ def _loop_lines(loop: dict) -> list[str]:
     budget = f"budget {loop['budget_s'] / 60:.1f} min, " if loop.get("budget_s") else "no budget, "
     looks = "; ".join(f"look {e['look']}{' (final)' if e.get('final') else ''}: {e['decided']} decided, "
                       f"{e['undecided']} undecided at {e['spent_s'] / 60:.1f} min"
-                      + (f" (steal {e['steal']:.0%} in the round before it)" if (e.get("steal") or 0) >= 0.005 else "")
+                      + (f" (steal {e['steal']:.0%} in the round before it)"
+                         if (e.get("steal") or 0) >= STEAL_SAID else "")
                       + (f", then {sum(e['added'].values())} more repetition(s) at {len(e['added'])} point(s)"
                          if e.get("added") else "") for e in loop["looks"])
     return [f"- looks: {budget}{loop.get('spent_s', 0) / 60:.1f} min spent; {looks}; stopped: "
@@ -92,7 +94,7 @@ def _steal(state: dict) -> str:
     """The hypervisor's share of the machine's CPU time over the run, when there was any to speak of."""
     steal = state.get("host_cpu_steal") or 0.0
     return f"; the hypervisor took {steal:.0%} of its CPU time during the run (steal: other guests on its host)" \
-        if steal >= 0.005 else ""
+        if steal >= STEAL_SAID else ""
 
 
 def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: bool = True,

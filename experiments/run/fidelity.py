@@ -263,8 +263,8 @@ def timestamp_echo(min_rtt_s: float) -> bool:
     return abs(us - round(us / 1e3) * 1e3) < 0.5
 
 
-def judge_delay(fid: dict, entry: dict, topology, flows, lines: dict[str, dict],
-                mins: dict[int, list[float]] | None = None) -> None:
+def judge_delay(fid: dict, entry: dict, topology, flows, lines: dict[str, dict], mins: dict[int, list[float]]
+                ) -> None:
     """Adds `delay` to a repetition's fidelity verdict and turns it testbed-limited when the realised delay is off:
     - each TCP flow on a path with added delay: its min RTT (a handshake's or a data packet's, whichever was least)
       at least the configured RTT, less DELAY_TOL_S: no packet comes back sooner than the path allows (a
@@ -279,9 +279,7 @@ def judge_delay(fid: dict, entry: dict, topology, flows, lines: dict[str, dict],
       p99 within LATE_P99_OK_S, none sent early, none lost.
     mins: each flow's min RTT in every measured interval (TCP's filter only falls, so a timestamp echo's sample
     that enters mid-run leaves the intervals before it with the microsecond one: run J's flow read 99.400 ms on
-    average, 100.0 then 99.000); without it, each flow's mean over its intervals."""
-    if mins is None:
-        mins = {f["flow"]: [m] for f in entry.get("flows", []) if (m := (f.get("min_rtt_s") or {}).get("mean"))}
+    average, 100.0 then 99.000)."""
     resent = {f["flow"] for f in entry.get("flows", []) if f.get("handshake_retransmitted")}
     checked, paths, why = [], {}, fid["reasons"]
     for f in flows:

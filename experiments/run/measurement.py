@@ -19,7 +19,7 @@ import statistics
 import time
 
 from ccrig import fanout
-from ccrig.analysis import metrics, samples
+from ccrig.analysis import metrics, samples, stats
 from ccrig.analysis.capacity import Capacity
 from ccrig.analysis.intervals import FlowSeries, system_interval
 from ccrig.errors import RunError
@@ -275,7 +275,7 @@ class Measurement:
         if excluded is not None:
             entry["fault_exclusion"] = excluded
         entry["fidelity"] = self.monitor.verdict(self.samplers, TRACE_PERIOD)
-        mins = {i: [r["min_rtt_s"] for r in rows[exp.warmup:] if r.get("min_rtt_s") is not None]
+        mins = {i: [r["min_rtt_s"] for r in stats.measured(rows, exp.warmup) if r.get("min_rtt_s") is not None]
                 for i, rows in self.rows_by_flow.items()}
         fidelity.judge_delay(entry["fidelity"], entry, self.topo, flows, lines, mins)   # the delay it had, measured
         entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time

@@ -67,7 +67,7 @@ def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0), one_path=False,
     entry = {"flows": [{"flow": i, "min_rtt_s": {"mean": m}, "handshake_retransmitted": i in resent}
                        for i, m in enumerate(min_rtts)]}
     fid = {"verdict": "ok", "reasons": []}
-    fidelity.judge_delay(fid, entry, topo, flows, lines, mins)
+    fidelity.judge_delay(fid, entry, topo, flows, lines, mins or {i: [m] for i, m in enumerate(min_rtts)})
     return fid
 
 
