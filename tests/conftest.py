@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from support import steal
+
 TIERS = ("unit", "host", "vm")
 VM_LAST = ("test_a_study_by_kernel_has_one_column_per_kernel", "test_the_four_seed_studies_are_there")
 _spans: dict[str, list[float]] = {}
@@ -101,6 +103,15 @@ def pytest_collection_finish(session):
                                 "run anywhere; install pytest and pytest-xdist as pyproject.toml's test extra pins")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The host and vm tiers measure on a CPU the hypervisor shares: a failure while it took the CPU runs again
+    (tests/support/steal.py); the unit tier is pure."""
+    if _tier(item.nodeid) in ("host", "vm"):
+        return steal.protocol(item, nextitem)
+    return None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -122,11 +133,13 @@ def pytest_runtest_logreport(report):
     # xdist worker's (the worker that ends last is the critical path, the others' idle time its slack)
     _add(_spans, _tier(report.nodeid), report)
     _add(_workers, getattr(report, "worker_id", None) or "main", report)
+    steal.note(report)
 
 
 def pytest_terminal_summary(terminalreporter):
     """Each tier's time, so the change that slows CI is seen at once: from its first test's start to its last
     test's end (tiers overlap when run in parallel), and its tests' durations added up."""
+    steal.summary(terminalreporter)
     if not _spans:
         return
     terminalreporter.section("time per tier")

@@ -36,6 +36,8 @@ def _loop_lines(loop: dict) -> list[str]:
                       f"{e['undecided']} undecided at {e['spent_s'] / 60:.1f} min"
                       + (f" (steal {e['steal']:.0%} in the round before it)"
                          if (e.get("steal") or 0) >= STEAL_SAID else "")
+                      + (f", its round cut: {sum(e['cut'].values())} pair(s) left to run when the budget ended"
+                         if e.get("cut") else "")
                       + (f", then {sum(e['added'].values())} more repetition(s) at {len(e['added'])} point(s)"
                          if e.get("added") else "") for e in loop["looks"])
     return [f"- looks: {budget}{loop.get('spent_s', 0) / 60:.1f} min spent; {looks}; stopped: "

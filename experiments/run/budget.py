@@ -189,7 +189,8 @@ class Hooks:
     read: Callable[[], dict]                     # study.json
     write: Callable[[dict], None]
     run_dirs: Callable[[dict], dict]             # spec -> its run directory (None before it ran)
-    run_specs: Callable[[list[str]], list[str]]  # runs these specs (as study.json wants); their failures
+    # runs these specs (as study.json wants) within the seconds given (None: no budget); their failures
+    run_specs: Callable[[list[str], float | None], list[str]]
     judge: Callable[[int, bool, Design], list]   # every claim's Verdict at a look (final or not) of the design
     say: Callable[[str], None]
 
@@ -252,7 +253,7 @@ class Loop:
 
     def _round(self, specs: list[str]) -> list[str]:
         try:
-            return self.h.run_specs(specs)
+            return self.h.run_specs(specs, self.usable())
         finally:   # the time a round took counts even when it was interrupted
             self._save(self.h.read())
 
@@ -265,7 +266,9 @@ class Loop:
         pace = _pace(loop["looks"], self.spent(), measured)
         cost = {s: c * pace for s, c in measured.items()}
         left, usable = self.left(), self.usable()
-        final = look >= self.design.max_looks or usable is None or usable < min(cost.values())
+        # a round the budget ended before all its pairs started (runner.cut_short): no round can follow
+        cut = {s: rec["cut"] for s, rec in state["specs"].items() if rec.get("cut")}
+        final = bool(cut) or look >= self.design.max_looks or usable is None or usable < min(cost.values())
         results = self.h.judge(look, final, self.design)
         # the rounds still to come share what is left: a round planned with every second left overran it by
         # its costs' error (001 run D: 2821 s planned at look 1, 3300 s taken, a 60 min budget ended at 68)
@@ -287,12 +290,12 @@ class Loop:
                  "reserve_s": round(self.reserve_s, 1),
                  "verdicts": {r.id: r.verdict for r in results}, "decided": len(results) - len(undecided),
                  "undecided": len(undecided), "cost_per_pair_s": {s: round(c, 1) for s, c in cost.items()},
-                 "pace": round(pace, 3), **_steal_since(loop["looks"], state)}
+                 "pace": round(pace, 3), **_steal_since(loop["looks"], state), **({"cut": cut} if cut else {})}
         self.live.update(look=look, decided=entry["decided"], undecided=entry["undecided"])
-        if not undecided:
+        if not undecided and not cut:
             loop["stopped"] = "every claim is decided"
         elif final:
-            loop["stopped"] = self._why_final(look, usable, cost)
+            loop["stopped"] = self._why_final(look, usable, cost, sum(cut.values()))
         else:
             added = raise_wants(state, pairs)
             entry["added"] = {f"{s}#{i}": n for s, more in added.items() for i, n in more.items()}
@@ -312,9 +315,12 @@ class Loop:
             return []
         return sorted(added)
 
-    def _why_final(self, look: int, left: float | None, cost: dict[str, float]) -> str:
+    def _why_final(self, look: int, left: float | None, cost: dict[str, float], cut: int = 0) -> str:
         if self.budget_s is None:
             return "one look (no --budget)"
+        if cut:
+            return (f"the budget ended with {cut} pair(s) of the round left to run (the claims are judged on the "
+                    f"repetitions that ran)")
         if look >= self.design.max_looks:
             return f"the design's last look ({self.design.max_looks})"
         if left < min(cost.values()):

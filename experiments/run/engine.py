@@ -196,12 +196,14 @@ def sweep(unit: Unit) -> None:
 
 def one_at_a_time(pairs: list[tuple], unit_of: Callable[[tuple], Unit], lent_of: Callable[[tuple], Lent],
                   finished: Callable[[tuple, dict | None, RunError | None, bool], str | None],
-                  running: Callable[[tuple | None], None] = lambda pair: None) -> None:
+                  running: Callable[[tuple | None], None] = lambda pair: None,
+                  stop: Callable[[], bool] = lambda: False) -> None:
     """The pairs one after another in this process (no fork: in a TCG guest a forked child's copy-on-write faults
     are emulated one by one); a pair finished() asks for again runs next. running(pair) says which is running
-    (None between), for a second Ctrl-C's line."""
+    (None between), for a second Ctrl-C's line. None starts once stop() is true (a study's --budget has ended):
+    the ones left are the caller's to count."""
     queue = list(pairs)
-    while queue:
+    while queue and not stop():
         pair = queue.pop(0)
         running(pair)
         try:
@@ -216,10 +218,13 @@ def one_at_a_time(pairs: list[tuple], unit_of: Callable[[tuple], Unit], lent_of:
 
 def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str], Unit], prefix: str,
                  lent_of: Callable[[tuple], Lent], finished: Callable[[tuple, dict | None, RunError | None, bool], str | None],
-                 cost: Callable[[tuple], float] = lambda pair: 0.0, capacity: float = math.inf) -> None:
+                 cost: Callable[[tuple], float] = lambda pair: 0.0, capacity: float = math.inf,
+                 stop: Callable[[], bool] = lambda: False) -> None:
     """Runs the pairs, at most `slots` at once and within `capacity`; finished(pair, record, None, beside) or
     finished(pair, None, error, beside) as each ends, which may answer ALONE or AGAIN to have it run once more.
-    Raises signals.Interrupted once every child has torn down, after Ctrl-C or SIGTERM."""
+    Once stop() is true (a study's --budget has ended) none starts: the running ones finish, and the ones left
+    are the caller's to count. Raises signals.Interrupted once every child has torn down, after Ctrl-C or
+    SIGTERM."""
     ctx = multiprocessing.get_context("fork")
     q = _Queue(pairs, cost, capacity)
     free = list(range(slots))
@@ -229,8 +234,8 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
     def remaining() -> str:
         return ", ".join(named(r[0]) for r in running.values())
     try:
-        while q.waiting or running:
-            while q.next_fits(free):
+        while (q.waiting and not stop()) or running:
+            while not stop() and q.next_fits(free):
                 (pair, alone), slot = q.waiting.pop(0), free.pop(0)
                 unit = unit_of(pair, f"{prefix}-j{slot}")
                 ours, theirs = ctx.Pipe(duplex=False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import Counter
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ class Options:
     reruns: int = RERUNS            # how often a spoiled repetition runs again (--quick: never; reruns.py)
     fleet: Path | None = field(default_factory=fleet_inventory)   # --fleet: the pairs go to its members
     pairs: list[tuple] | None = None   # --pairs: only these, in this order (a fleet member's batch)
+    until: float | None = None      # a study's --budget: no pair starts after this time.monotonic() (cut_short)
 
 
 @dataclass
@@ -96,6 +98,7 @@ class Runner:
         self.capacity: float | None = None   # --jobs auto: this machine's measured capacity (calibration.py)
         self.reruns: Reruns | None = None
         self.started: dict[tuple, float] = {}   # pair -> when its latest attempt started
+        self.ended: set[tuple] = set()   # the pairs this run's queue has finished with (complete or failed)
         self.fleet: Fleet | None = None   # --fleet: the members the pairs are dealt to (fleet.py)
 
     # --- the whole run ----------------------------------------------------------------------------------
@@ -150,9 +153,28 @@ class Runner:
                 laws.close()
 
     def complete(self) -> None:
-        self.summary["complete"] = True
+        self.summary["complete"] = "cut" not in self.summary
         self.archive.write_json("summary.json", self.summary)
         self._strict()
+
+    def stop(self) -> bool:
+        """Whether no pair may start now: a study's --budget has ended (Options.until)."""
+        return self.opt.until is not None and time.monotonic() >= self.opt.until
+
+    def cut_short(self, todo: list[tuple]) -> int:
+        """After the queue stopped at Options.until: a point with pairs left to run is summarised from the ones it
+        has (its entry's `cut` says how many it lacks), one with none is left out; summary.json says how many were
+        left, and the run is not complete (--resume runs them). Returns that count."""
+        left = Counter(pair[0] for pair in todo if pair not in self.ended)
+        if left:
+            self.summary["cut"] = {"pairs_not_run": sum(left.values()),
+                                   "why": "the study's --budget ended before they ran (or ran again: a spoiled one's)"}
+            for index in sorted(i for i in left if any(p[0] == i and len(p) == 2 for p in self.done)):
+                self._finish_point(self.points[index])
+                next(p for p in self.summary["points"] if p["index"] == index)["cut"] = left[index]
+                self.reruns.mark_unmeasurable(index)
+            self.archive.write_json("summary.json", self.summary)
+        return sum(left.values())
 
     def _open_archive(self) -> None:
         """A new run directory, or (--resume) the archived one, continued with its seed and order."""
@@ -218,6 +240,7 @@ class Runner:
             self.summary.pop("failed")
         if self.opt.resume is not None:
             self.summary["complete"] = False
+            self.summary.pop("cut", None)   # what a deadline left is among the pairs to run now
             # an interrupted attempt's tables and samples go; the rerun's are the pair's only ones
             for pair in self.todo:
                 self.archive.clear_repetition(*pair)
@@ -284,7 +307,8 @@ class Runner:
 
         def finished(pair: tuple, entry: dict | None, error: RunError | None, beside: bool = False) -> str | None:
             if error is None:
-                self._record_setup(pair, entry.get("setup", {}))
+                if summary.record_setup(self.env, self.summary, pair, entry.get("setup", {})):
+                    self.archive.write_json("env.json", self.env)
             started = self.started.get(pair)
             again = self.reruns.judge(pair, entry, beside, started) if error is None else \
                 self.reruns.refused(pair, str(error), beside, started) if isinstance(error, PathError) else None
@@ -299,6 +323,7 @@ class Runner:
                 self.failed.setdefault(pair[0], []).append(
                     {"rep": pair[1], "failed": str(error), **({"variant": pair[2]} if len(pair) == 3 else {})})
                 print(f"warning: {self.exp.name} point {pair[0]} repetition {pair[1]} failed: {error}")
+            self.ended.add(pair)
             left[pair[0]] -= 1
             if not left[pair[0]]:
                 self._finish_point(self.points[pair[0]])
@@ -328,26 +353,15 @@ class Runner:
             if jobs > 1:
                 auto = self.capacity is not None
                 engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lambda pair: lent, finished,
-                                    cost if auto else lambda pair: 0.0, self.capacity if auto else math.inf)
-                return
-            engine.one_at_a_time(todo, lambda pair: self.unit(pair), lambda pair: lent, finished, self._running)
+                                    cost if auto else lambda pair: 0.0, self.capacity if auto else math.inf,
+                                    self.stop)
+            else:
+                engine.one_at_a_time(todo, lambda pair: self.unit(pair), lambda pair: lent, finished, self._running,
+                                     self.stop)
+            self.cut_short(todo)
 
     def _running(self, pair: tuple | None) -> None:
         self.running = None if pair is None else engine.named(pair)
-
-    def _record_setup(self, pair: tuple, setup: dict) -> None:
-        """What a repetition set up that the run records once per point (env.json) or once (summary.json)."""
-        key, new = str(pair[0]), {}
-        for what in ("sender_tcp", "links"):
-            if what in setup and key not in self.env.setdefault(what, {}) and len(pair) == 2:
-                self.env[what][key] = new[what] = setup[what]
-        for what in ("pause", "topology"):   # the run's first PAUSE settings (each repetition has its own)
-            if what in setup and what not in self.env:
-                self.env[what] = new[what] = setup[what]
-        if "pause" in new:
-            self.summary["pause"] = new["pause"]
-        if new:
-            self.archive.write_json("env.json", self.env)
 
     def _finish_point(self, point: specmod.Point) -> None:
         """The point's summary entry from its repetitions (by number), the PAUSE baseline, the point's samples."""

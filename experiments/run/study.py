@@ -205,12 +205,14 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
     say(f"study {name}: {study_dir}")
     (study_dir / "runs").mkdir(exist_ok=True)
 
-    def run_specs(specs: list[str], bar: bool) -> list[str]:
+    def run_specs(specs: list[str], bar: bool, within_s: float | None = None) -> list[str]:
         state = read_state(study_dir)
+        mine = {e.spec: planned[e.spec] for e in local if e.spec in specs}
         # the specs of this machine in one queue where their testbed can (together.py); quick: no reruns (reruns.py)
-        failed = together.run({e.spec: planned[e.spec] for e in local if e.spec in specs}, study_dir, state,
+        failed = together.run(mine, study_dir, state,
                               dict(prometheus=prometheus, prometheus_root=prometheus_root, progress=bar, jobs=jobs,
-                                   reruns=0 if quick else RERUNS), say, _seed(state, len(state.get("rounds", []))))
+                                   reruns=0 if quick else RERUNS, until=_until(mine, within_s)),
+                              say, _seed(state, len(state.get("rounds", []))))
         for kind, group in guest.items():
             if any(e.spec in specs for e in group):
                 failed += _run_elsewhere(testbeds.get(kind), name, [e.spec for e in group if e.spec in specs],
@@ -233,6 +235,14 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         error.study_dir = study_dir   # the command line still judges the claims of what ran
         raise error
     return study_dir
+
+
+def _until(planned: dict, within_s: float | None) -> float | None:
+    """When the round's last pair may start (time.monotonic()) so that it ends within the --budget's seconds
+    left: that many less the longest of its specs' runs (set-up and teardown are in the reserve's margin)."""
+    if within_s is None or not planned:
+        return None
+    return time.monotonic() + within_s - max(exp.duration for _, _, exp in planned.values())
 
 
 def _seed(state: dict, round_: int) -> int:
@@ -282,7 +292,7 @@ def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: 
     hooks = budgets.Hooks(read=lambda: read_state(study_dir), write=lambda s: write_state(study_dir, s),
                           run_dirs=lambda s: {k: run_dir_of(study_dir, r) or budgets.begun(study_dir, planned.get(k))
                                               for k, r in s["specs"].items()},
-                          run_specs=lambda specs: run_specs(specs, False),
+                          run_specs=lambda specs, within_s: run_specs(specs, False, within_s),
                           judge=lambda look, final, d: verdicts(study_dir, look, final, d)[2], say=say)
     loop = budgets.Loop(hooks, d, budget, reserve_s=budgets.reserve(points) if budget is not None and report else 0.0,
                         part=part)

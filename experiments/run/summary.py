@@ -327,3 +327,18 @@ def kernel_faults(flows: list[Flow], sampler_of: dict[str, FlowSampler]) -> list
             out.append({"flow": f.index, "excluded_samples": excluded, "samples": len(trace),
                         "spans_s": [list(span) for span in bpf_fault.spans(trace)]})
     return out
+
+
+def record_setup(env: dict, summary: dict, pair: tuple, setup: dict) -> bool:
+    """What a repetition set up that a run records once per point (env.json) or once (PAUSE's settings in
+    summary.json too); whether env gained anything."""
+    key, new = str(pair[0]), {}
+    for what in ("sender_tcp", "links"):
+        if what in setup and key not in env.setdefault(what, {}) and len(pair) == 2:
+            env[what][key] = new[what] = setup[what]
+    for what in ("pause", "topology"):   # the run's first PAUSE settings (each repetition has its own)
+        if what in setup and what not in env:
+            env[what] = new[what] = setup[what]
+    if "pause" in new:
+        summary["pause"] = new["pause"]
+    return bool(new)

@@ -108,9 +108,12 @@ def _alone(spec: str, runner: Runner, study_dir: Path, state: dict, say) -> list
 
 
 def _ended(spec, runner, summary: dict, seconds: float, study_dir: Path, state: dict, say) -> list[str]:
-    bad = summary.get("failed")
-    _record(state["specs"][spec], runner, seconds, f"failed: {bad} repetition(s) failed" if bad else "done",
-            study_dir, state)
+    """The spec's status after its round: failed (some repetition failed), cut (the --budget ended before some
+    of its pairs started: `--resume` with a budget runs them), else done."""
+    bad, cut = summary.get("failed"), (summary.get("cut") or {}).get("pairs_not_run")
+    state["specs"][spec]["cut"] = cut or 0
+    _record(state["specs"][spec], runner, seconds, f"failed: {bad} repetition(s) failed" if bad else
+            f"cut: {cut} pair(s) left to run when the budget ended" if cut else "done", study_dir, state)
     say(f"{spec}: {state['specs'][spec]['status']} ({state['specs'][spec]['seconds']:.0f} s) -> {runner.archive.path}")
     return [f"{spec}: {bad} repetition(s) failed"] if bad else []
 
@@ -192,13 +195,17 @@ def _pairs(runners: dict[str, Runner], busy: dict, jobs, seed: int, state: dict,
         busy[spec] += time.time() - runners[spec].started.get(own, time.time())
         return shares[spec][1](own, entry, error, beside)
 
+    stop = next(iter(runners.values())).stop   # the same Options.until for every spec of the study's round
     if slots == 1:
-        return engine.one_at_a_time(queue, lambda pair: runners[pair[0]].unit(pair[1:]), lambda pair: lents[pair[0]],
-                                    finished)
-    engine.side_by_side(queue, slots, lambda pair, name: runners[pair[0]].unit(pair[1:], name), run_prefix(),
-                        lambda pair: lents[pair[0]], finished,
-                        (lambda pair: shares[pair[0]][2](pair[1:])) if capacity is not None else (lambda pair: 0.0),
-                        capacity if capacity is not None else float("inf"))
+        engine.one_at_a_time(queue, lambda pair: runners[pair[0]].unit(pair[1:]), lambda pair: lents[pair[0]],
+                             finished, stop=stop)
+    else:
+        engine.side_by_side(queue, slots, lambda pair, name: runners[pair[0]].unit(pair[1:], name), run_prefix(),
+                            lambda pair: lents[pair[0]], finished,
+                            (lambda pair: shares[pair[0]][2](pair[1:])) if capacity is not None else
+                            (lambda pair: 0.0), capacity if capacity is not None else float("inf"), stop)
+    for spec, r in runners.items():
+        r.cut_short(shares[spec][0])
 
 
 def _calibrated(runners: dict[str, Runner], jobs) -> None:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from conftest import CCRIG as CCRIG_ARGV, ROOT, dumbbell
 
+from support.machine import not_judged, verdict
 from support.sshhosts import Host, SshHosts
 
 CCRIG = str(Path(sys.executable).parent / "ccrig")
@@ -59,7 +60,7 @@ def test_a_run_is_dealt_to_two_members_and_comes_back_whole(ccrig, fleet):
     spec = dumbbell([{"cc": "reno"}], duration="4s", repetitions=2,
                     sweep={"topology.bottleneck.rate": ["10mbit", "20mbit"]})
     p = _start(ccrig, fleet, spec)
-    out, err = p.communicate(timeout=300)
+    out, err = _ended(p, 300)
     assert p.returncode == 0, err[-2000:] + fleet.report()
     run = ccrig.run_dirs()[-1]
     summary = json.loads((run / "summary.json").read_text())
@@ -98,10 +99,11 @@ def test_a_member_lost_mid_run_has_its_pairs_dealt_to_the_other(ccrig, fleet):
         time.sleep(0.1)
     lost_at = time.monotonic()
     assert _power_off(f2), "f2 had nothing running"
-    out, err = p.communicate(timeout=300)
-    # a rebooted host has nothing left; f2's share of this machine is cleared as its reboot would
-    subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
-    subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
+    try:
+        out, err = _ended(p, 300)
+    finally:   # a rebooted host has nothing left; f2's share of this machine is cleared as its reboot would
+        subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
+        subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
     assert p.returncode == 0, err[-2000:] + fleet.report()
     assert "fleet member f2 lost" in out + err
     summary = ccrig.summary()
@@ -126,7 +128,7 @@ def test_ctrl_c_stops_every_members_pairs_and_leaves_nothing_and_the_run_resumes
                                                if n.startswith(f"ccrig-{p.pid}-m")}) < 2:
         time.sleep(0.1)
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=180)
+    out, err = _ended(p, 180)
     assert p.returncode == 130, err[-2000:] + fleet.report()
     assert "interrupted" in err and "Traceback" not in err
     assert _left(p.pid) == []
@@ -153,7 +155,7 @@ def test_a_member_that_cannot_answer_is_refused_before_anything_runs(ccrig, flee
         fleet.write_inventory()
         said = "no ccrig to run"
     p = _start(ccrig, fleet, dumbbell([{"cc": "reno"}], duration="4s"))
-    out, err = p.communicate(timeout=120)
+    out, err = _ended(p, 120)
     assert p.returncode == 2, err
     assert "--fleet" in err and "host f2" in err and said in err and "host f1" not in err, err
     assert ccrig.run_dirs() == [] and _left(p.pid) == []
@@ -161,12 +163,22 @@ def test_a_member_that_cannot_answer_is_refused_before_anything_runs(ccrig, flee
 
 def _ended(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
     """The run's output once it ended; past the timeout it is sent SIGTERM and waited for (it tears down and
-    leaves nothing: a SIGKILL at the timeout left its scratch folders in CI under steal), then the test fails."""
+    leaves nothing: a SIGKILL at the timeout left its scratch folders in CI under steal), then the test fails.
+    A run still there 300 s after SIGTERM is killed and what it leaves is removed by its prefix, so that the
+    test's failure is the only trace (CI on 2026-12-03: a fleet study's teardown outlived 120 s at 38 % steal)."""
     try:
         return p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=120)
+        try:
+            out, err = p.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}"], capture_output=True)
+            subprocess.run(["sh", "-c", f"rm -rf /tmp/ccrig-{p.pid}-*"])
+            raise AssertionError(f"not ended within {timeout} s, nor 300 s after SIGTERM (killed): "
+                                 f"{(err or '')[-1000:]}{(out or '')[-1000:]}")
         raise AssertionError(f"not ended within {timeout} s; SIGTERM: {(err or '')[-1000:]}{(out or '')[-1000:]}")
 
 
@@ -183,11 +195,14 @@ def test_a_study_by_kernel_on_a_fleet_groups_its_members_by_kernel_and_judges_it
     # both members run this machine's kernel: one group, dealt to both
     assert [k["label"] for k in doc["kernels"]] == [f"fleet {os.uname().release}"] and doc["differ"] == []
     (group,) = doc["kernels"]
-    claims = json.loads((parent / group["study_dir"] / "claims.json").read_text())["claims"]
-    verdicts = {c["id"]: c["verdict"] for c in claims}
-    assert verdicts["alone-uses-the-link"] == "holds" and verdicts["false"] == "fails", verdicts
+    claims = {c["id"]: c for c in json.loads((parent / group["study_dir"] / "claims.json").read_text())["claims"]}
+    starved: list[str] = []
+    verdict(claims["alone-uses-the-link"], "holds", starved)
+    verdict(claims["false"], "fails", starved)
     served = [json.loads(r.read_text())["member"] for r in parent.glob("*/*/runs/*/points/*/rep*/member.json")]
     assert len(served) == 6 and set(served) == {"f1", "f2"}, served
+    if starved:
+        not_judged("; ".join(starved))
 
 
 def test_provision_prepares_the_members_and_a_second_run_changes_nothing(tmp_path, fleet):
@@ -223,19 +238,22 @@ def test_a_member_lost_between_a_studys_specs_leaves_the_study_to_the_others(tmp
         done_first = [s for s, r in states[0]["specs"].items() if r.get("status") == "done"] if states else []
         time.sleep(0.2)
     _power_off(fleet.ns("f2"))
-    said, _ = _ended(p, 400)
-    subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
-    subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
+    try:
+        said, _ = _ended(p, 400)
+    finally:
+        subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
+        subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
     assert p.returncode == 0, said[-3000:]
     assert "fleet member f2" in said, said[-3000:]
     (study_dir,) = out.iterdir()
     state = json.loads((study_dir / "study.json").read_text())
     assert {r["status"] for r in state["specs"].values()} == {"done"}
     claims = json.loads((study_dir / "claims.json").read_text())
-    verdicts = {c["id"]: c["verdict"] for c in claims["claims"]}
+    by_id, starved = {c["id"]: c for c in claims["claims"]}, []
     # judged, not asserted decided: two repetitions of a run a lost member's pairs went to again are "undecided"
     # when a loaded machine spreads them (CI, 2026-11-28); the verdicts' values are the by-kernel fleet test's
-    assert verdicts["alone-uses-the-link"] in ("holds", "undecided") and verdicts["false"] != "holds", verdicts
+    verdict(by_id["alone-uses-the-link"], ("holds", "undecided"), starved)
+    verdict(by_id["false"], ("fails", "undecided", "no-difference"), starved)
     # the study says where each spec ran and which member it lost, in which spec, when
     (done_first,) = done_first
     fleet = claims["fleet"]
@@ -245,3 +263,5 @@ def test_a_member_lost_between_a_studys_specs_leaves_the_study_to_the_others(tmp
     assert set(fleet["specs"][after]["served"]) == {"f1"}, fleet
     md = (study_dir / "claims.md").read_text()
     assert "## Fleet" in md and f"- f2, in spec {fleet['lost'][0]['spec']} at " in md, md
+    if starved:
+        not_judged("; ".join(starved))

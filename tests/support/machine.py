@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import Callable, TypeVar
 
+import pytest
+
 from ccrig.experiments.run.fidelity import STEAL_NOTED as STEAL   # a share of CPU time stolen worth naming
 
 T = TypeVar("T")
@@ -42,15 +44,40 @@ def measured(fid: dict) -> bool:
     return fid.get("verdict") == "ok"
 
 
-def again_while_busy(attempt: Callable[[], T], busy: Callable[[T], str | None], tries: int = 3) -> T:
+def not_judged(why: str) -> None:
+    """Ends the test as xfailed, not passed: the run said the machine was too busy for it to measure the link (CI
+    on 2026-12-03: the hypervisor took 21-53 % of the CPU for an hour, and a 20 Mbit/s flood carried 9-14 in
+    nine tries). A regression hidden so is seen in the summary's reason, and on the next run of a quiet machine."""
+    pytest.xfail(f"not judged: the machine was too busy for the run to measure the link ({why})")
+
+
+def again_while_busy(attempt: Callable[[], T], busy: Callable[[T], str | None], tries: int = 3,
+                     pause_s: float = 5.0) -> T:
     """attempt() once, and again (up to `tries` in all, a few seconds apart) while busy(result) names how the
-    machine was too busy for the result to judge the link; the last result is returned for the test to judge, so
-    a machine busy throughout still fails it, with the numbers."""
+    machine was too busy for the result to judge the link; a machine busy throughout ends the test as not judged
+    (xfailed, with the last reason), else the result is returned for the test to judge."""
     for n in range(tries):
         got = attempt()
         why = busy(got)
-        if why is None or n == tries - 1:
+        if why is None:
             return got
+        if n == tries - 1:
+            not_judged(f"{tries} tries, the last: {why}")
         print(f"attempt {n + 1}: the machine was too busy to judge ({why}); measuring again")
-        time.sleep(5)   # let a neighbour's burst pass: a hypervisor's steal comes in spells of seconds to minutes
+        time.sleep(pause_s)   # let a neighbour's burst pass: a hypervisor's steal comes in spells of seconds to minutes
     return got
+
+
+def verdict(claim: dict, expected: str | tuple[str, ...], starved: list[str]) -> bool:
+    """Whether a study's claim (claims.json) has the expected verdict (or one of them). If not, it must be the
+    verdict of fewer repetitions (undecided) or none (not applicable), every one left out for a reason that
+    blames the machine; the claim is then added to `starved`, for the test to end as not judged once it has
+    checked the rest (not_judged). Any other verdict or reason fails the test here."""
+    if claim["verdict"] in ((expected,) if isinstance(expected, str) else expected):
+        return True
+    left_out = claim.get("excluded") or []
+    assert claim["verdict"] in ("undecided", "not-applicable") and left_out and \
+        all(machine_reasons(e["reason"]) for e in left_out), claim
+    starved.append(f"{claim['id']}: {claim['verdict']}, {len(left_out)} repetition(s) left out, the first: "
+                   f"{left_out[0]['reason']}")
+    return False

@@ -232,3 +232,22 @@ def test_an_excluded_attempts_samples_leave_the_closed_log(tmp_path):
     assert [json.loads(x)["ts"] for x in log.read_text().splitlines()] == [101.0, 101.0, end + 5]
     assert summary["excluded_samples_dropped"] == 2
     assert json.loads((archive.path / "summary.json").read_text())["excluded_samples_dropped"] == 2
+
+
+def test_no_pair_starts_once_the_deadline_has_passed_and_a_rerun_asked_after_it_waits_too(monkeypatch):
+    # a study's --budget (runner.Options.until): one_at_a_time checks stop() before each pair, a rerun included
+    clock, ran = [0.0], []
+
+    def run(unit, lent):
+        ran.append(unit)
+        clock[0] += 10.0
+        return {"rep": unit[1]}
+    monkeypatch.setattr(engine.repetition, "run", run)
+    asked = []
+
+    def finished(pair, entry, error, beside):
+        asked.append(pair)
+        return engine.AGAIN if pair == (0, 1) and asked.count(pair) == 1 else None
+    engine.one_at_a_time([(0, 0), (0, 1), (0, 2), (0, 3)], lambda pair: pair, lambda pair: None, finished,
+                         stop=lambda: clock[0] >= 30.0)
+    assert ran == [(0, 0), (0, 1), (0, 1)]   # the third start would be at 30 s: (0, 2) and (0, 3) never ran

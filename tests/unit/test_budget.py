@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccrig.analysis.samples import diff, from_reps
+from ccrig.analysis.samples import NotRun, diff, from_reps
 from ccrig.analysis.sequential import Rule, judge
 from ccrig.errors import InputError
 from ccrig.experiments.run import budget
@@ -28,6 +28,7 @@ class World:
         self.rng = np.random.default_rng(seed)
         self.now = 0.0
         self.runs: list[list[str]] = []
+        self.within: list[float | None] = []   # the seconds each round was given
         self.values = {s: [] for s in truth}
         self.said: list[str] = []
         self.interrupt_at_round: int | None = None
@@ -45,8 +46,12 @@ class World:
     def _run_dirs(self, state: dict) -> dict:
         return {s: self.tmp / r["run_dir"] if r["run_dir"] else None for s, r in state["specs"].items()}
 
-    def _run_specs(self, specs: list[str]) -> list[str]:
+    def _run_specs(self, specs: list[str], within_s: float | None = None) -> list[str]:
+        """As together.run: no pair starts that would end past within_s (runner.py's Options.until), and a spec
+        left with pairs not run is marked cut."""
         self.runs.append(list(specs))
+        self.within.append(within_s)
+        ends = None if within_s is None else self.now + within_s
         for spec in specs:
             rec = self.state["specs"][spec]
             rec.update(status="running", run_dir=spec)
@@ -55,8 +60,12 @@ class World:
                 rec["status"] = "interrupted"
                 raise Interrupted("SIGINT")
             mean, sd = self.truth[spec]
+            rec["cut"] = 0
             while len(self.values[spec]) < int(rec["repetitions"]["0"]):
                 rep = len(self.values[spec])
+                if ends is not None and self.now + self.cost > ends:
+                    rec["cut"] = int(rec["repetitions"]["0"]) - rep
+                    break
                 self.values[spec].append(float(self.rng.normal(mean, sd)))
                 if self.disk:
                     d = self.tmp / spec / "points" / "000" / f"rep{rep}"
@@ -65,13 +74,17 @@ class World:
                 cost = self.cost if rep < self.k0 else self.later_cost
                 self.now += cost
                 rec["seconds"] = float(rec.get("seconds") or 0) + cost
-            rec["status"] = "done"
+            rec["status"] = f"cut: {rec['cut']} pair(s) left to run when the budget ended" if rec["cut"] else "done"
         return [f"{s}: 1 repetition(s) failed" for s in specs if s in self.failing]
 
     def _judge(self, look: int, final: bool, design) -> list:
         out = []
         for cid, (a, b, margin) in self.claims.items():
-            est = diff(*(from_reps(f"{s}#0", dict(enumerate(self.values[s]))) for s in (a, b)))
+            try:
+                est = diff(*(from_reps(f"{s}#0", dict(enumerate(self.values[s]))) for s in (a, b)))
+            except NotRun:   # as analysis/verdicts.py: a point without a usable repetition
+                out.append(type("V", (), {"id": cid, "verdict": "not-applicable", "judgement": None})())
+                continue
             j = judge(est, Rule(margin=margin), look, design, final)
             out.append(type("V", (), {"id": cid, "verdict": j.verdict, "judgement": j})())
         return out
@@ -316,3 +329,30 @@ def test_a_pair_is_complete_when_every_variant_of_it_is(tmp_path):
             (d / "repetition.json").write_text("{}")
     assert budget.pairs_of(tmp_path) == (2, 1)
     assert budget.pairs_of(None) == (0, 0)
+
+
+def test_a_budget_smaller_than_the_first_pass_cuts_it_and_its_one_look_judges_what_ran(tmp_path):
+    # three specs, three pairs each at 10 s: the first pass wants 90 s; 55 s buys five pairs. Before, the first
+    # pass ran whole whatever the budget (study 000 run K: 41 min into a 30 min budget, its first pass not done)
+    w = World(tmp_path, {"a": (10.0, 1.0), "b": (30.0, 1.0), "c": (10.0, 1.0)},
+              {"wide": ("b", "a", 1.0), "close": ("a", "c", 2.0)})
+    w.loop(55).run()
+    loop = w.state["loop"]
+    assert w.within == [55] and len(w.runs) == 1   # the round was given the budget, and no round followed
+    assert w.now <= 55
+    assert [len(w.values[s]) for s in "abc"] == [3, 2, 0]
+    assert {s: r["cut"] for s, r in w.state["specs"].items()} == {"a": 0, "b": 1, "c": 3}
+    assert w.state["specs"]["c"]["status"].startswith("cut: 3 pair(s) left to run")
+    (look,) = loop["looks"]
+    assert look["final"] and look["cut"] == {"b": 1, "c": 3}
+    assert loop["stopped"].startswith("the budget ended with 4 pair(s) of the round left to run")
+    # judged on what ran: a and b (three and two repetitions) are far apart; c has none to read
+    assert look["verdicts"] == {"wide": "holds", "close": "not-applicable"}
+
+
+def test_each_round_is_given_what_the_budget_has_left_less_the_reserve(tmp_path):
+    w = World(tmp_path, {"a": (10.0, 1.0), "c": (10.0, 1.0)}, {"close": ("a", "c", 2.0)})
+    w.loop(3600, reserve_s=100).run()
+    assert w.within[0] == 3500
+    spent = [look["spent_s"] for look in w.state["loop"]["looks"]]
+    assert w.within[1:] == [pytest.approx(3500 - s) for s in spent[:len(w.within) - 1]]
