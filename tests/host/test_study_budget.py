@@ -77,13 +77,14 @@ def test_identical_experiments_are_never_decided_apart_and_20_percent_more_capac
         not_judged("; ".join(starved))
 
 
-REPS = 30
+REPS = 100
 
 
 def test_a_budget_smaller_than_the_first_pass_cuts_it_and_judges_what_ran(tmp_path):
-    # thirty 3 s repetitions of each spec are 60 pairs; a 45 s budget (7 s of it kept for the report) lets pairs
-    # start for 35 s less the set-up: a few batches side by side, not all 60 (before, the first pass ran whole:
-    # study 000 run K was 41 min into a 30 min budget with its first pass not done)
+    # a hundred 3 s repetitions of each spec are 200 pairs, 75 s at least at eight side by side (MAX_JOBS); a 45 s
+    # budget (7 s of it kept for the report) lets pairs start for 35 s less the set-up: a few batches, never all
+    # (CI ran all of 60 such pairs in 30 s). Before, the first pass ran whole: study 000 run K was 41 min into a
+    # 30 min budget with its first pass not done
     folder = make(tmp_path, "cut", "12mbit")
     for spec in ("a", "b"):
         path = tmp_path / "cut" / "specs" / f"{spec}.yaml"

@@ -7,8 +7,8 @@ outlived its 110 s timeout, and 16 tests failed that pass on a quiet host. A sha
 tens of milliseconds dequeues that much less; such a failure says nothing about the code.
 
 So a test that failed while the hypervisor took STEAL or more of the CPU (read from /proc/stat over the attempt,
-every phase) runs again, up to RERUNS more times, each after waiting (at most QUIET_WAIT_S) for a few seconds of
-steal below STEAL. A failure with less steal is final at once, and so is the last attempt's whatever the steal:
+every phase) runs again, up to RERUNS more times while the worker's reruns stay within RERUN_BUDGET_S, each after
+waiting (at most QUIET_WAIT_S) for a few seconds of steal below STEAL. A failure with less steal is final at once, and so is the last attempt's whatever the steal:
 a test still fails on a host starved throughout, and every earlier attempt's failure is shown beside its result.
 """
 from __future__ import annotations
@@ -20,8 +20,12 @@ from _pytest.runner import runtestprotocol
 from ccrig.experiments.run.fidelity import STEAL_NOTED as STEAL, cpu_now, steal_since
 
 RERUNS = 2
+# a worker's reruns in all: CI has 90 minutes and the suite took 66 of them at 38 % steal; the guest tier's one
+# test takes 12 minutes, and three of it would take the rest
+RERUN_BUDGET_S = 900.0
 QUIET_WINDOW_S = 5.0
 QUIET_WAIT_S = 120.0     # a spell of steal lasts seconds to many minutes: wait a little, not for the spell's end
+_spent = [0.0]          # this worker's seconds of reruns so far (each a process of its own under xdist)
 KEY = "steal_reruns"     # in a report's user_properties: each failed attempt (xdist carries it to the controller)
 
 
@@ -52,12 +56,13 @@ def protocol(item, nextitem) -> bool:
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     failed: list[dict] = []
     for attempt in range(1, RERUNS + 2):
-        start = cpu_now()
+        start, began = cpu_now(), time.monotonic()
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
-        steal = steal_since(start)
+        steal, took = steal_since(start), time.monotonic() - began
         bad = [r for r in reports if r.failed]
-        if not bad or steal is None or steal < STEAL or attempt == RERUNS + 1:
+        if not bad or steal is None or steal < STEAL or attempt == RERUNS + 1 or _spent[0] + took > RERUN_BUDGET_S:
             break
+        _spent[0] += took
         failed.append({"attempt": attempt, "steal": round(steal, 3), "when": bad[0].when,
                        "failure": bad[0].longreprtext[-3000:]})
         quiet = wait_for_quiet()

@@ -18,6 +18,7 @@ from support import steal
 readings = iter(float(s) for s in os.environ["STEALS"].split(","))
 steal.steal_since = lambda start: next(readings)
 steal.wait_for_quiet = lambda: 0.01
+steal.RERUN_BUDGET_S = float(os.environ.get("RERUN_BUDGET_S", "900"))
 
 
 def pytest_runtest_protocol(item, nextitem):
@@ -56,10 +57,11 @@ def test_after(shared):
 """
 
 
-def _session(tmp_path: Path, steals: str, pass_at: int) -> tuple[subprocess.CompletedProcess, Path]:
+def _session(tmp_path: Path, steals: str, pass_at: int, budget_s: float = 900
+             ) -> tuple[subprocess.CompletedProcess, Path]:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_inner.py").write_text(TESTS)
-    env = {**os.environ, "STEALS": steals, "PASS_AT": str(pass_at), "CI": ""}
+    env = {**os.environ, "STEALS": steals, "PASS_AT": str(pass_at), "CI": "", "RERUN_BUDGET_S": str(budget_s)}
     got = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider", "-p",
                           "no:randomly", "-o", "timeout=0", "--rootdir", str(tmp_path), str(tmp_path)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
@@ -85,6 +87,11 @@ def test_a_failure_without_steal_is_final_at_once(tmp_path):
     assert got.returncode == 1
     assert _calls(d) == 1
     assert "1 failed, 1 passed" in got.stdout and "ran again" not in got.stdout
+
+
+def test_no_rerun_once_the_workers_rerun_budget_is_spent(tmp_path):
+    got, d = _session(tmp_path, "0.30,0.00", pass_at=2, budget_s=0)
+    assert got.returncode == 1 and _calls(d) == 1 and "ran again" not in got.stdout
 
 
 def test_a_host_starved_throughout_still_fails_with_every_attempt_shown(tmp_path):
