@@ -109,7 +109,7 @@ def _alone(spec: str, runner: Runner, study_dir: Path, state: dict, say) -> list
 
 def _ended(spec, runner, summary: dict, seconds: float, study_dir: Path, state: dict, say) -> list[str]:
     """The spec's status after its round: failed (some repetition failed), cut (the --budget ended before some
-    of its pairs started: `--resume` with a budget runs them), else done."""
+    of its pairs ran: that look is the last, and judges the claims without them), else done."""
     bad, cut = summary.get("failed"), (summary.get("cut") or {}).get("pairs_not_run")
     state["specs"][spec]["cut"] = cut or 0
     _record(state["specs"][spec], runner, seconds, f"failed: {bad} repetition(s) failed" if bad else
