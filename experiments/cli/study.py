@@ -66,7 +66,8 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                                              "1h30m): after the first pass, more repetitions where claims are "
                                              "undecided, look after look, until every claim is decided, the "
                                              "budget is spent or the last look (3) is taken; the error rate "
-                                             "stays 5 % per claim over the looks"),
+                                             "stays 5 % per claim over the looks; no pair starts, first pass "
+                                             "included, that could not end within it"),
         fleet: Optional[Path] = typer.Option(None, "--fleet", help="deal every spec's pairs to the hosts of this "
                                              "Ansible inventory's group `fleet` (as ccrig run --fleet)"),
         by_kernel: bool = typer.Option(False, "--by-kernel", help="run the study on each kernel (with --fleet: "

@@ -5,6 +5,7 @@ hosts. A member lost mid-run has its pairs dealt to the others; Ctrl-C leaves no
 that cannot answer is refused before anything runs."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,9 +102,8 @@ def test_a_member_lost_mid_run_has_its_pairs_dealt_to_the_other(ccrig, fleet):
     assert _power_off(f2), "f2 had nothing running"
     try:
         out, err = _ended(p, 300)
-    finally:   # a rebooted host has nothing left; f2's share of this machine is cleared as its reboot would
-        subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
-        subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
+    finally:
+        _cleared(f"ccrig-{p.pid}-m1")
     assert p.returncode == 0, err[-2000:] + fleet.report()
     assert "fleet member f2 lost" in out + err
     summary = ccrig.summary()
@@ -161,6 +161,18 @@ def test_a_member_that_cannot_answer_is_refused_before_anything_runs(ccrig, flee
     assert ccrig.run_dirs() == [] and _left(p.pid) == []
 
 
+def _cleared(prefix: str) -> None:
+    """What a member powered off (or a run killed) left on this machine under prefix, cleared as a reboot would:
+    its namespaces and devices (`ccrig clean`: a member killed in its preflight left ccrig-PID-m1-qprobe in CI when
+    the test timed out before this ran) and its work folders in /tmp."""
+    subprocess.run([CCRIG, "clean", "--prefix", prefix], capture_output=True)
+    for left in [Path("/tmp", prefix), *Path("/tmp").glob(f"{prefix}-*")]:
+        if left.is_dir():
+            shutil.rmtree(left, ignore_errors=True)
+        else:
+            left.unlink(missing_ok=True)
+
+
 def _ended(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
     """The run's output once it ended; past the timeout it is sent SIGTERM and waited for (it tears down and
     leaves nothing: a SIGKILL at the timeout left its scratch folders in CI under steal), then the test fails.
@@ -175,8 +187,7 @@ def _ended(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
         except subprocess.TimeoutExpired:
             p.kill()
             out, err = p.communicate()
-            subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}"], capture_output=True)
-            subprocess.run(["sh", "-c", f"rm -rf /tmp/ccrig-{p.pid}-*"])
+            _cleared(f"ccrig-{p.pid}")
             raise AssertionError(f"not ended within {timeout} s, nor 300 s after SIGTERM (killed): "
                                  f"{(err or '')[-1000:]}{(out or '')[-1000:]}")
         raise AssertionError(f"not ended within {timeout} s; SIGTERM: {(err or '')[-1000:]}{(out or '')[-1000:]}")
@@ -241,8 +252,7 @@ def test_a_member_lost_between_a_studys_specs_leaves_the_study_to_the_others(tmp
     try:
         said, _ = _ended(p, 400)
     finally:
-        subprocess.run([CCRIG, "clean", "--prefix", f"ccrig-{p.pid}-m1"], capture_output=True)
-        subprocess.run(["rm", "-rf", f"/tmp/ccrig-{p.pid}-m1"])
+        _cleared(f"ccrig-{p.pid}-m1")
     assert p.returncode == 0, said[-3000:]
     assert "fleet member f2" in said, said[-3000:]
     (study_dir,) = out.iterdir()

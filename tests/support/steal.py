@@ -8,8 +8,9 @@ tens of milliseconds dequeues that much less; such a failure says nothing about 
 
 So a test that failed while the hypervisor took STEAL or more of the CPU (read from /proc/stat over the attempt,
 every phase) runs again, up to RERUNS more times while the worker's reruns stay within RERUN_BUDGET_S, each after
-waiting (at most QUIET_WAIT_S) for a few seconds of steal below STEAL. A failure with less steal is final at once, and so is the last attempt's whatever the steal:
-a test still fails on a host starved throughout, and every earlier attempt's failure is shown beside its result.
+waiting (at most QUIET_WAIT_S) for a few seconds of steal below STEAL. A failure with less steal is final at once,
+and so is the last attempt's whatever the steal: a test still fails on a host starved throughout, and every earlier
+attempt's failure is shown beside its result.
 """
 from __future__ import annotations
 
@@ -29,15 +30,15 @@ _spent = [0.0]          # this worker's seconds of reruns so far (each a process
 KEY = "steal_reruns"     # in a report's user_properties: each failed attempt (xdist carries it to the controller)
 
 
-def wait_for_quiet(window_s: float = QUIET_WINDOW_S, most_s: float = QUIET_WAIT_S) -> float | None:
-    """Sample the steal over windows of window_s until one is below STEAL or most_s have passed; the last one."""
+def wait_for_quiet(window_s: float = QUIET_WINDOW_S, most_s: float = QUIET_WAIT_S) -> None:
+    """Sample the steal over windows of window_s until one is below STEAL or most_s have passed."""
     deadline = time.monotonic() + most_s
     while True:
         start = cpu_now()
         time.sleep(window_s)
         steal = steal_since(start)
         if steal is None or steal < STEAL or time.monotonic() >= deadline:
-            return steal
+            return
 
 
 def _rearm_timeout(item) -> None:
@@ -65,8 +66,7 @@ def protocol(item, nextitem) -> bool:
         _spent[0] += took
         failed.append({"attempt": attempt, "steal": round(steal, 3), "when": bad[0].when,
                        "failure": bad[0].longreprtext[-3000:]})
-        quiet = wait_for_quiet()
-        failed[-1]["steal_before_next"] = None if quiet is None else round(quiet, 3)
+        wait_for_quiet()
         _rearm_timeout(item)
     for report in reports:
         if failed:
