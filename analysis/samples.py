@@ -58,6 +58,11 @@ class NotRun(Exception):
     """A point a quantity reads is not in the archive, or has no value there (not-applicable, with the reason)."""
 
 
+class Cut(NotRun):
+    """A point a quantity reads was not run because the study's --budget ended first: its claim is undecided
+    (more pairs would decide it), not not-applicable, which counts as decided."""
+
+
 def not_run(spec: str) -> str:
     """The basis of a claim that reads a spec the run left out (a part of a study: --specs, --quick)."""
     return f"spec {spec} was not run"

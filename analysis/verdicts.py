@@ -6,6 +6,7 @@ repetitions only (analysis/samples.py reads them, analysis/sequential.py judges)
     no-difference   the interval lies inside ±the claim's margin (equivalence: two one-sided tests)
     undecided       not enough repetitions: the basis says how many more, at which points
     not-applicable  a point it reads was not run (--quick runs one point per spec), or has no usable repetition
+                    (a point the study's --budget ended before it ran leaves the claim undecided instead)
 
 A quantity at a point is one value per repetition (the repetition's mean over its measured intervals): never
 batch means within one run, so one repetition has no interval and its claims are undecided. Repetitions whose
@@ -15,69 +16,45 @@ or that a late sampler made unreliable are left out, each with its reason in the
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .claims import (JAIN, MODEL_METRICS, Bound, Claim, Compare, Quantity, Ratio, SameTrend, Trend, Within,
                      quantities)
 from . import metric_table
+from .params import same_param, within
 from .claims import Diff as DiffExpr
-from .samples import Estimate, NotRun, constant, diff, fmt, from_reps, not_run, ratio, scale, usable
+from .samples import Cut, Estimate, NotRun, constant, diff, fmt, from_reps, not_run, ratio, scale, usable
 from .sequential import Design, Judgement, Rule, judge
 from .throughput import gaimd_bps, mathis_flow_bps
 
 VERDICTS = ("holds", "fails", "no-difference", "undecided", "not-applicable")
-__all__ = ["Archive", "NotRun", "Verdict", "VERDICTS", "evaluate", "same_param"]
-
-
-def same_param(given, wanted) -> bool:
-    """A sweep parameter's value in the archive against the one a claim names: equal as written, or as numbers."""
-    if given == wanted or str(given) == str(wanted):
-        return True
-    try:
-        return float(given) == float(wanted)
-    except (TypeError, ValueError):
-        return False
-
-
-_MISSING = object()
-
-
-def _within(params: dict, path: str, wanted) -> bool:
-    """Whether a point's swept value at path is wanted: a swept path itself, or a path inside a swept value (a
-    spec sweeping whole flow lists is matched by `flows[0].cc: reno`)."""
-    if path in params:
-        return same_param(params[path], wanted)
-    for key, value in params.items():
-        if path.startswith(key) and path[len(key):len(key) + 1] in (".", "["):
-            for token in re.findall(r"\[(\d+)\]|\.?([^.\[]+)", path[len(key):]):
-                index, name = token
-                if index and isinstance(value, list) and int(index) < len(value):
-                    value = value[int(index)]
-                elif name and isinstance(value, dict):
-                    value = value.get(name, _MISSING)
-                else:
-                    return False
-            return value is not _MISSING and same_param(value, wanted)
-    return False
+__all__ = ["Archive", "NotRun", "Verdict", "VERDICTS", "evaluate"]
 
 
 @dataclass
 class Archive:
     """What claims read: each spec's summary points (None: the spec was not run), and the Markov model's PAUSE
-    gain for a point (analysis.report.models), given by the caller so this module needs no run directory."""
+    gain for a point (analysis.report.models), given by the caller so this module needs no run directory; `cut`:
+    each spec the study's --budget cut, with its pairs left to run."""
     points: dict[str, list[dict] | None]
     pause_model: Callable[[str, dict], float | None] = lambda spec, point: None
+    cut: dict[str, int] = field(default_factory=dict)
+
+    def missing(self, spec: str, what: str) -> NotRun:
+        """What a spec's missing points mean: not run (not-applicable), or cut by the budget (undecided)."""
+        if self.cut.get(spec):
+            return Cut(f"{spec}: {what} before the budget ended ({self.cut[spec]} pair(s) of it left to run)")
+        return NotRun(not_run(spec) if self.points.get(spec) is None else f"{spec}: {what}")
 
     def point(self, spec: str, at: dict) -> dict:
         pts = self.points.get(spec)
         if pts is None:
-            raise NotRun(not_run(spec))
-        found = [p for p in pts if all(_within(p.get("params", {}), k, v) for k, v in at.items())]
+            raise self.missing(spec, "no point was run")
+        found = [p for p in pts if all(within(p.get("params", {}), k, v) for k, v in at.items())]
         if not found:
             where = ", ".join(f"{k}={v}" for k, v in at.items()) or "its point"
-            raise NotRun(f"{spec}: no point with {where} was run")
+            raise self.missing(spec, f"no point with {where} was run")
         if len(found) > 1:
             raise NotRun(f"{spec}: {len(found)} points match {at or 'no parameters'}; name the sweep's other "
                          f"parameters in `at`")
@@ -306,7 +283,7 @@ def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Estimate]]:
     for spec in sorted(specs):
         pts = archive.points.get(spec)
         if pts is None:
-            raise NotRun(not_run(spec))
+            raise archive.missing(spec, "no point was run")
         values += [p["params"][along] for p in sorted(pts, key=lambda p: p["index"]) if along in p.get("params", {})]
     seen = []
     for v in values:
@@ -318,8 +295,9 @@ def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Estimate]]:
             out.append((v, archive.value(expr, {along: v})))
         except NotRun:
             continue
-    if len(out) < 2:
-        raise NotRun(f"fewer than two points along {along} were run")
+    if len(out) < 2:   # the spec the budget cut, if one was: undecided
+        cut = sorted(specs, key=lambda s: not archive.cut.get(s))[0]
+        raise archive.missing(cut, f"fewer than two points along {along} were run")
     return out
 
 
@@ -390,6 +368,7 @@ def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Des
             out.values = {"a": [[str(x), v.to_dict()] for x, v in a], "b": [[str(x), v.to_dict()] for x, v in b]}
         out.verdict, out.basis = out.judgement.verdict, out.judgement.basis
     except NotRun as e:
-        out.verdict, out.basis, out.measured, out.judgement = "not-applicable", str(e), "–", None
+        out.verdict = "undecided" if isinstance(e, Cut) else "not-applicable"
+        out.basis, out.measured, out.judgement = str(e), "–", None
     out.excluded = [{"point": k, "rep": r, "reason": why} for (k, r), why in sorted(archive.excluded.items())]
     return out

@@ -121,6 +121,26 @@ def test_not_applicable_when_a_point_was_not_run():
     assert v.verdict == "not-applicable" and "no point" in v.basis
 
 
+def test_a_point_the_budget_cut_before_it_ran_leaves_its_claims_undecided_not_not_applicable():
+    # runner.cut_short leaves out a point with no pair run; not-applicable would count the claim as decided
+    cut = Archive({"alphabeta": PER[:1], "other": None}, cut={"alphabeta": 5, "other": 3})
+    ratio = {"ratio": [{"spec": "alphabeta", "at": {"cc": "resp"}}, {"spec": "alphabeta", "at": {"cc": "smooth"}}]}
+    v = evaluate(claim({"kind": "trend", "q": ratio, "along": "loss", "sign": "falls"}), cut)
+    assert (v.verdict, v.basis) == ("undecided", "alphabeta: fewer than two points along loss were run before the "
+                                                 "budget ended (5 pair(s) of it left to run)")
+    v = evaluate(claim({"kind": "bound", "q": {"spec": "other"}, "op": ">", "value": 0}), cut)
+    assert (v.verdict, v.basis) == ("undecided", "other: no point was run before the budget ended (3 pair(s) of it "
+                                                 "left to run)")
+    v = evaluate(claim({"kind": "bound", "q": {"spec": "alphabeta", "at": {"cc": "smooth"}}, "op": ">",
+                        "value": 0}), cut)
+    assert v.verdict == "undecided" and "no point with cc=smooth was run before the budget ended" in v.basis
+    # a point that ran and failed is not the budget's doing
+    failed = Archive({"alphabeta": [{**PER[0], "repetitions": []}]}, cut={"alphabeta": 5})
+    v = evaluate(claim({"kind": "bound", "q": {"spec": "alphabeta", "at": {"cc": "resp"}}, "op": ">",
+                        "value": 0}), failed)
+    assert v.verdict == "not-applicable", v
+
+
 def test_a_point_whose_repetitions_all_failed_is_not_applicable():
     failed = {"index": 3, "params": {"q": "red"}, "failed": "tc: RED: failed to calculate EWMA constant",
               "repetitions": []}
