@@ -207,7 +207,7 @@ def _use_inventory(inventory: Optional[Path]) -> None:
 @app.command("member-facts", hidden=True)
 def member_facts():
     """What this machine is as a fleet member (JSON): kernel, CPUs, ccrig's revision, the laws' sources."""
-    from ccrig.experiments.run.fleet import facts  # lazy: the runner's
+    from ccrig.experiments.run.members import facts  # lazy: nothing else
     print(jsondoc.dumps(facts()))
 
 

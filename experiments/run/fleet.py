@@ -20,7 +20,6 @@ itself down, `ccrig clean --prefix` removes anything left, its scratch folder go
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from ccrig.errors import InputError, RunError
 from ccrig.experiments.provision.playbooks import ANSIBLE_DIR, Inventory, play   # Ansible's view of the hosts
 from ccrig.experiments.run import signals
 from ccrig.experiments.run.engine import ALONE
+from ccrig.experiments.run.members import disagreements
 from ccrig.experiments.telemetry.backfill import LOG_NAME, read_samples
 from ccrig.threads import Thread
 
@@ -52,45 +52,11 @@ MEMBER_RECORD = "member.json"
 PAIR_SLACK_S = 300
 MAX_BATCH = 4   # pairs per batch at most beyond a member's slots (a lost member's batch is run again whole)
 HEARTBEAT_S, HEARTBEAT_MISSES = 5.0, 3   # a member whose SSH port stays silent this long while it runs is lost
-LAW_SOURCES = Path(__file__).resolve().parents[2] / "tcp_modules"
 
 
 def _now() -> str:
     """The controller's clock, ISO 8601 (a member's is never used)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def laws_sha256() -> str:
-    """One digest of the laws' sources (the families' C and BPF, their parameters): members whose digests differ
-    run different laws under the same names."""
-    h = hashlib.sha256()
-    for f in sorted(LAW_SOURCES.rglob("*")):
-        if f.is_file() and f.suffix in (".c", ".h", ".py", ".yaml") and not {"build", "__pycache__"} & set(f.parts):
-            h.update(str(f.relative_to(LAW_SOURCES)).encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
-
-
-def facts() -> dict:
-    """What a member says of itself (`ccrig member-facts`): what must agree across a fleet, and its size."""
-    from ccrig import machine  # lazy: member-facts needs nothing else of the run
-    return {"kernel": os.uname().release, "machine": os.uname().machine, "cpus": os.cpu_count() or 1,
-            "ccrig": machine.git_revision(), "laws_sha256": laws_sha256()}
-
-
-AGREE = ("kernel", "laws_sha256")   # what every member must share: a verdict across them is one kernel's
-
-
-def disagreements(facts: dict[str, dict]) -> list[str]:
-    """What the members (name -> facts()) differ in that they must agree on: one line per fact, each value with
-    the members that have it."""
-    out = []
-    for key in AGREE:
-        seen: dict[str, list[str]] = {}
-        for name, f in sorted(facts.items()):
-            seen.setdefault(str(f.get(key)), []).append(name)
-        if len(seen) > 1:
-            out.append(f"{key} differs: " + "; ".join(f"{v[:16]} on {', '.join(ns)}" for v, ns in seen.items()))
-    return out
 
 
 def use_fleet(fleet: Path | None) -> None:
@@ -227,10 +193,13 @@ class Fleet:
                 "lost": self.lost}
 
     # --- the run's pairs ----------------------------------------------------------------------------------
-    def deal(self, pairs: list[tuple], archive, finished, lent, run_id: str, raw: dict, duration: float) -> None:
+    def deal(self, pairs: list[tuple], archive, finished, lent, run_id: str, raw: dict, duration: float,
+             stop=lambda: False) -> None:
         """Runs the pairs on the members; finished(pair, record, error, beside) as each batch comes back (may
         answer to run the pair again); the members' samples to lent.publish, Ansible's commands to the run's log.
-        Raises signals.Interrupted once every member's batch is stopped, RunError when every member is lost."""
+        Once stop() (a study's --budget ended) no batch is dealt and the ones out come back; the pairs left are
+        the caller's (runner.cut_short). Raises signals.Interrupted once every member's batch is stopped, RunError
+        when every member is lost."""
         self.commands, publish = lent.commands, lent.publish
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-fleet-"))
         spec = self.scratch / "spec.yaml"
@@ -240,11 +209,15 @@ class Fleet:
         busy: dict[str, Thread] = {}
         try:
             while waiting or busy:
+                if waiting and stop():
+                    waiting.clear()
                 for m in self.members.values():
                     if waiting and m.name not in busy and m.name not in {x["member"] for x in self.lost}:
                         batch, alone = self._take(waiting, m)
                         busy[m.name] = Thread(self._batch, (m, batch, alone, spec, duration, done),
                                               name=f"fleet-{m.name}")
+                if not busy and not waiting:
+                    break
                 if not busy:
                     raise RunError("--fleet: every member was lost (" + "; ".join(
                         f"{x['member']} at {x['at']}: {x['why']}" for x in self.lost) + f"); {len(waiting)} "

@@ -3,7 +3,8 @@ must agree on before a run (the real fleet is tests/host/test_fleet.py)."""
 import pytest
 
 from ccrig.errors import InputError
-from ccrig.experiments.run.fleet import disagreements, laws_sha256, pair_arg, parse_pairs
+from ccrig.experiments.run.fleet import pair_arg, parse_pairs
+from ccrig.experiments.run.members import disagreements, laws_sha256
 
 
 def test_pairs_go_to_a_member_and_come_back_the_same():
