@@ -345,12 +345,12 @@ class Runner:
             lent = Lent(self.commands, self.sinks.publish, self.bar.advance)
             if self.fleet is not None:
                 try:
-                    return self.fleet.deal(todo, self.archive, finished, lent, self.run_id, self.raw,
-                                           self.exp.duration)
+                    self.fleet.deal(todo, self.archive, finished, lent, self.run_id, self.raw, self.exp.duration,
+                                    self.stop)
                 finally:   # the members' kernel (they agree: Fleet.check), and who was lost when
                     self.summary.update(fleet=self.fleet.describe(), kernel=self.fleet.kernel)
                     self.archive.write_json("summary.json", self.summary)
-            if jobs > 1:
+            elif jobs > 1:
                 auto = self.capacity is not None
                 engine.side_by_side(todo, jobs, self.unit, self.opt.prefix, lambda pair: lent, finished,
                                     cost if auto else lambda pair: 0.0, self.capacity if auto else math.inf,

@@ -45,7 +45,8 @@ from ccrig.experiments.run.progress import status_display
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 from ccrig.experiments.run.runner import RERUNS, Options, Runner, archive_room, run_prefix
 from ccrig.experiments.run.signals import trapped
-from ccrig.experiments.run.study_state import part_of, read_state, run_dir_of, write_state
+from ccrig.experiments.run.study_state import (guest_deadline, guest_within, part_of, read_state, run_dir_of,
+                                              write_state)
 
 FOLDER = Path(__file__).resolve().parents[1] / "studies"   # experiments/studies
 
@@ -217,12 +218,15 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
             if any(e.spec in specs for e in group):
                 failed += _run_elsewhere(testbeds.get(kind), name, [e.spec for e in group if e.spec in specs],
                                          budgets.given_time(planned, state), study_dir, quick, prometheus,
-                                         prometheus_root, say)
+                                         prometheus_root, say, within_s)
         return failed
 
-    failed = (run_specs([s for s, r in read_state(study_dir)["specs"].items() if s in only and r["status"] != "done"],
-                        progress) if only and not part else _loop(study_dir, d, budget, run_specs, planned, progress,
-                                                                  say, report, part))
+    if only and not part:   # a guest's share of the host's round (study_state.guest_share), by its deadline
+        state = read_state(study_dir)
+        failed = run_specs([s for s, r in state["specs"].items() if s in only and r["status"] != "done"], progress,
+                           guest_within(state, only))
+    else:
+        failed = _loop(study_dir, d, budget, run_specs, planned, progress, say, report, part)
     state = read_state(study_dir)
     state["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     steal = fidelity.steal_since(state.get("host_cpu_at_start") or {})
@@ -317,10 +321,11 @@ def preflight(local: list[tuple[str, tuple]], guest: list[tuple[str, tuple]]) ->
 
 
 def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: Path, quick: bool, prometheus: str,
-                   prometheus_root: Path, say) -> list[str]:
+                   prometheus_root: Path, say, within_s: float | None = None) -> list[str]:
     """The specs of a testbed that runs them elsewhere, all in one go (bed.run_specs_elsewhere): `ccrig study run
     NAME --resume DIR --specs ... --testbed INNER` there, which records them in study.json; then each run is
-    marked as that testbed's (env.json) and its samples are backfilled into this machine's Prometheus."""
+    marked as that testbed's (env.json) and its samples are backfilled into this machine's Prometheus. With
+    within_s (a --budget's round) the guest cuts its round as the host would (study_state.guest_deadline)."""
     options = next((getattr(e, bed.kind) for e in (planned[s][2] for s in specs)
                     if getattr(e, bed.kind, None) is not None), None)
     args = ["study", "run", read_state(study_dir).get("folder", name), "--resume", str(study_dir.resolve()), "--specs",
@@ -333,7 +338,8 @@ def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: P
     timeout = 600 + 4 * (1 if quick else 1 + RERUNS) * sum(n * (duration + 45) for n, duration in runs)
     say(f"{', '.join(specs)}: in one go on the {bed.kind} testbed")
     native_sampler()   # built here: the guest finds it in this machine's cache, read-only there
-    status, mark = bed.run_specs_elsewhere(args, study_dir, options, timeout=timeout, name=run_prefix())
+    with guest_deadline(study_dir, specs, within_s):
+        status, mark = bed.run_specs_elsewhere(args, study_dir, options, timeout=timeout, name=run_prefix())
     status = status if isinstance(status, str) else f"exit status {status}"
     state, failed = read_state(study_dir), []
     for s in specs:
@@ -346,7 +352,7 @@ def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: P
                 server = PrometheusServer(prometheus_root)
                 server.ensure(planned[s][2].interval)
                 backfill(run_dir, server.root / "data")
-        if rec["status"] != "done":
+        if rec["status"] != "done" and not rec["status"].startswith("cut: "):   # judged on what ran (together._ended)
             failed.append(f"{s}: {rec['status']} (on the {bed.kind} testbed, {status})")
     write_state(study_dir, state)
     return failed
@@ -377,7 +383,8 @@ def verdicts(study_dir: Path, look: int | None = None, final: bool | None = None
         from ccrig.experiments.report import models   # lazy: scipy and matplotlib, which a guest never needs
         return models.pause_model_gain(run_dirs[spec], point)
 
-    archive = Archive(points, pause_model)
+    # a spec the budget cut (together._ended): a claim reading one of its points not run is undecided
+    archive = Archive(points, pause_model, cut={s: r["cut"] for s, r in state["specs"].items() if r.get("cut")})
     return study, state, [evaluate(c, archive, look, d, final) for c in study.claims]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from ccrig.errors import InputError
@@ -64,3 +66,29 @@ def part_of(state: dict, only: list[str] | None, budget: float | None, resumed: 
         raise InputError(f"--specs: got {','.join(only)} with --budget; {study_dir} is the part {','.join(held)} "
                          f"(expected those, or none)")
     return held, held
+
+
+@contextmanager
+def guest_deadline(study_dir: Path, specs: list[str], within_s: float | None):
+    """While a guest runs its share of a --budget round: study.json's guest_round says when the round must end
+    (by the host's clock, so the guest's boot comes out of it); gone after, so a --resume by hand has none."""
+    state = read_state(study_dir)
+    state.pop("guest_round", None)
+    if within_s is not None:
+        state["guest_round"] = {"specs": specs, "within_s": within_s, "ends_at": time.time() + within_s}
+    write_state(study_dir, state)
+    try:
+        yield
+    finally:
+        state = read_state(study_dir)
+        state.pop("guest_round", None)
+        write_state(study_dir, state)
+
+
+def guest_within(state: dict, only: list[str]) -> float | None:
+    """The seconds the guest's share may take (guest_deadline), or None (no --budget, or another share); a guest
+    clock behind the host's cannot buy more than the round was given."""
+    at = state.get("guest_round") or {}
+    if sorted(at.get("specs") or []) != sorted(only):
+        return None
+    return max(0.0, min(at["within_s"], at["ends_at"] - time.time()))

@@ -275,3 +275,32 @@ def test_a_member_lost_between_a_studys_specs_leaves_the_study_to_the_others(tmp
     assert "## Fleet" in md and f"- f2, in spec {fleet['lost'][0]['spec']} at " in md, md
     if starved:
         not_judged("; ".join(starved))
+
+
+def test_a_fleet_study_with_a_budget_smaller_than_its_first_pass_is_cut_and_judged_on_what_ran(tmp_path, fleet):
+    # Fleet.deal deals no batch once the budget's deadline passed (before, a fleet's specs ran whole whatever the
+    # budget); the batches out come back, the pairs left are counted as the runner's own (runner.cut_short)
+    from test_study_budget import REPS, make
+    folder = make(tmp_path, "fleetcut", "12mbit")
+    for spec in ("a", "b"):
+        path = tmp_path / "fleetcut" / "specs" / f"{spec}.yaml"
+        path.write_text(path.read_text().replace("repetitions: 1", f"repetitions: {REPS}"))
+    out = tmp_path / "studies"
+    p = subprocess.Popen([*CCRIG_ARGV, "study", "run", folder, "--out", str(out), "--budget", "60s",
+                          "--prometheus", "off", "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    said, _ = _ended(p, 400)
+    assert p.returncode == 0, said[-3000:]
+    assert _left(p.pid) == []
+    (d,) = out.iterdir()
+    state = json.loads((d / "study.json").read_text())
+    (look,) = state["loop"]["looks"]
+    assert look["final"] and look["cut"] and sum(look["cut"].values()) < 2 * REPS, look
+    served = 0
+    for spec, rec in state["specs"].items():
+        summary = json.loads((d / rec["run_dir"] / "summary.json").read_text())
+        assert rec["cut"] == look["cut"].get(spec, 0) == (summary.get("cut") or {}).get("pairs_not_run", 0), rec
+        assert rec["status"] == (f"cut: {rec['cut']} pair(s) left to run when the budget ended" if rec["cut"]
+                                 else "done"), rec
+        served += len(list((d / rec["run_dir"]).glob("points/*/rep*/member.json")))
+    assert 0 < served <= 2 * REPS - sum(look["cut"].values()), (served, look)   # less any pair that failed

@@ -116,3 +116,50 @@ def test_a_budget_smaller_than_the_first_pass_cuts_it_and_judges_what_ran(tmp_pa
     assert kept > 0, state   # the budget bought some
     claims = (d / "claims.md").read_text()
     assert f"its round cut: {sum(look['cut'].values())} pair(s) left to run when the budget ended" in claims
+
+
+class _Here:
+    """A testbed that runs its specs "elsewhere" as the vm testbed does (the same `ccrig study run --resume DIR
+    --specs ...` command, reading and writing the same study.json), only on this machine's kernel: the guest's
+    share of a round without the ten minutes of a TCG guest."""
+    kind, inner = "here", "netns"
+
+    def __init__(self):
+        self.proc = None
+
+    def run_specs_elsewhere(self, args, study_dir, options, timeout, name):
+        self.proc = subprocess.Popen([*CCRIG, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.out = self.proc.communicate(timeout=timeout)[0]
+        return self.proc.returncode, lambda run_dir: None
+
+
+def test_a_guests_share_of_a_round_is_cut_at_the_hosts_deadline(tmp_path):
+    # before, a spec run elsewhere (the vm testbed) ran its whole round whatever the budget (study 003's run N:
+    # 34.3 min of a 30 min budget); the host now hands the round's deadline over in study.json (guest_round)
+    from ccrig.experiments.run import study as studies
+    folder = make(tmp_path, "guest", "12mbit")
+    for spec in ("a", "b"):
+        path = tmp_path / "guest" / "specs" / f"{spec}.yaml"
+        path.write_text(path.read_text().replace("repetitions: 1", f"repetitions: {REPS}"))
+    study, folder = studies.load(folder)
+    state = studies.new_state(study, folder, quick=False, seed=1)
+    d = tmp_path / "out" / "guest-1"
+    (d / "runs").mkdir(parents=True)
+    for rec in state["specs"].values():
+        rec["repetitions"] = {"0": REPS}
+    studies.write_state(d, state)
+    planned = {e.spec: studies.resolved(folder, study, e, False, None, 1) for e in study.specs}
+    here = _Here()
+    failed = studies._run_elsewhere(here, study.name, ["a", "b"], planned, d, False, "off", tmp_path / "prom",
+                                    print, within_s=30)
+    state = json.loads((d / "study.json").read_text())
+    assert here.proc.returncode == 0 and failed == [] and "guest_round" not in state, (here.out, failed, state)
+    cut = {s: rec["cut"] for s, rec in state["specs"].items()}
+    assert sum(cut.values()) > 0, state   # 200 pairs of 3 s never fit in 30 s
+    for spec, rec in state["specs"].items():
+        assert rec["status"] == (f"cut: {rec['cut']} pair(s) left to run when the budget ended" if rec["cut"]
+                                 else "done"), rec
+        summary = json.loads((d / rec["run_dir"] / "summary.json").read_text())
+        assert summary["cut"]["pairs_not_run"] == rec["cut"] and summary["complete"] is False
+    assert leftovers(here.proc.pid) == []

@@ -82,8 +82,10 @@ class World:
         for cid, (a, b, margin) in self.claims.items():
             try:
                 est = diff(*(from_reps(f"{s}#0", dict(enumerate(self.values[s]))) for s in (a, b)))
-            except NotRun:   # as analysis/verdicts.py: a point without a usable repetition
-                out.append(type("V", (), {"id": cid, "verdict": "not-applicable", "judgement": None})())
+            except NotRun:   # as analysis/verdicts.py: a point without a usable repetition, or cut (undecided)
+                cut = any(self.state["specs"][s].get("cut") for s in (a, b))
+                out.append(type("V", (), {"id": cid, "verdict": "undecided" if cut else "not-applicable",
+                                          "judgement": None})())
                 continue
             j = judge(est, Rule(margin=margin), look, design, final)
             out.append(type("V", (), {"id": cid, "verdict": j.verdict, "judgement": j})())
@@ -346,8 +348,9 @@ def test_a_budget_smaller_than_the_first_pass_cuts_it_and_its_one_look_judges_wh
     (look,) = loop["looks"]
     assert look["final"] and look["cut"] == {"b": 1, "c": 3}
     assert loop["stopped"].startswith("the budget ended with 4 pair(s) of the round left to run")
-    # judged on what ran: a and b (three and two repetitions) are far apart; c has none to read
-    assert look["verdicts"] == {"wide": "holds", "close": "not-applicable"}
+    # judged on what ran: a and b (three and two repetitions) are far apart; c has none to read, and more pairs
+    # would have decided it
+    assert look["verdicts"] == {"wide": "holds", "close": "undecided"}
 
 
 def test_each_round_is_given_what_the_budget_has_left_less_the_reserve(tmp_path):
@@ -356,3 +359,17 @@ def test_each_round_is_given_what_the_budget_has_left_less_the_reserve(tmp_path)
     assert w.within[0] == 3500
     spent = [look["spent_s"] for look in w.state["loop"]["looks"]]
     assert w.within[1:] == [pytest.approx(3500 - s) for s in spent[:len(w.within) - 1]]
+
+
+def test_a_guest_takes_its_rounds_deadline_only_for_its_own_share(monkeypatch):
+    # study._run_elsewhere writes the round's deadline by the host's clock (study_state.guest_deadline): the
+    # guest's boot comes out of it
+    from ccrig.experiments.run import study_state
+    monkeypatch.setattr(study_state.time, "time", lambda: 1000.0)
+    state = {"guest_round": {"specs": ["b", "a"], "within_s": 300.0, "ends_at": 1250.0}}
+    assert study_state.guest_within(state, ["a", "b"]) == 250.0
+    assert study_state.guest_within(state, ["a"]) is None   # another share: a resume by hand, say
+    assert study_state.guest_within({}, ["a", "b"]) is None
+    # a guest clock far behind the host's cannot buy more than the round was given; one past the end, nothing
+    assert study_state.guest_within({"guest_round": {**state["guest_round"], "ends_at": 9000.0}}, ["a", "b"]) == 300.0
+    assert study_state.guest_within({"guest_round": {**state["guest_round"], "ends_at": 900.0}}, ["a", "b"]) == 0.0
