@@ -57,6 +57,8 @@ def test_vng_argv(tmp_path):
         assert part in joined
     assert body[-2:] == ["--exec", "true"]
     assert "--disable-kvm" not in vm.vng_argv(kernel, "true", "kvm")
+    # virtme-run's own files go where the run removes them (run_in_guest: a folder of the guest's name)
+    assert vm.vng_argv(kernel, "true", "kvm", tmpdir=tmp_path)[2] == f"TMPDIR={tmp_path}"
     with pytest.raises(InputError, match="accel: got 'hvf'"):
         vm.vng_argv(kernel, "true", "hvf")
     with pytest.raises(InputError, match="rwdir: got"):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -112,3 +114,5 @@ def test_a_guest_stopped_at_its_bound_says_why_and_leaves_its_output(tmp_path):
     assert isinstance(status, str) and "within 3 s; it was stopped" in status and "guest.log" in status, status
     assert (tmp_path / "guest.log").is_file() and callable(mark)
     assert vm.stray_guests(name) == []
+    # nor virtme-run's files (its exit status file outlived a stopped guest in /tmp before)
+    assert list(Path(tempfile.gettempdir()).glob(f"{name}*")) == []

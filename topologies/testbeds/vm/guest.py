@@ -171,16 +171,20 @@ def guest_name(prefix: str | None = None) -> str:
 
 
 def vng_argv(kernel: Kernel, command: str, accel: str, cwd: Path = REPO, rwdirs: tuple[Path, ...] = (),
-             memory: str = MEMORY, cpus: int = CPUS, name: str | None = None, qemu_opts: str = "") -> list[str]:
+             memory: str = MEMORY, cpus: int = CPUS, name: str | None = None, qemu_opts: str = "",
+             tmpdir: Path | None = None) -> list[str]:
     """The vng command line. The guest runs as root (namespaces, tc, modprobe) with the host's root file system
     read-only and each of rwdirs shared read-write at the same path, so what the guest writes there is where
-    the host reads it. 9p is forced: vng would otherwise try qemu's C virtiofsd, fail, and lose ~3 s."""
+    the host reads it. 9p is forced: vng would otherwise try qemu's C virtiofsd, fail, and lose ~3 s. tmpdir:
+    where virtme-run makes its files (its exit status file is removed at exit, which a stopped guest never
+    reaches: /tmp/virtme_ret* was left behind after CI)."""
     if accel not in ACCELS:
         raise InputError(f"accel: got {accel!r}; expected one of {', '.join(ACCELS)}")
     # vng starts virtme-run through PATH: the environment's scripts folder goes first
     path = f"PATH={Path(vng()).parent}:{os.environ.get('PATH', GUEST_PATH)}"
-    argv = ["env", path, vng(), "--run", str(kernel.image), "--user", "root", "--memory", memory, "--cpus", str(cpus),
-            "--force-9p", "--cwd", str(cwd), "--name", guest_name(name)]
+    argv = ["env", path, *([f"TMPDIR={tmpdir}"] if tmpdir is not None else []), vng(), "--run", str(kernel.image),
+            "--user", "root", "--memory", memory, "--cpus", str(cpus), "--force-9p", "--cwd", str(cwd),
+            "--name", guest_name(name)]
     if accel == "tcg":
         argv.append("--disable-kvm")
     for d in rwdirs:
@@ -238,8 +242,9 @@ def run_in_guest(argv: list[str], kernel: Kernel | str | None = None, timeout: f
     commands.note(["install", "-m", "600", "/dev/stdin", str(script)], "put", input=command)  # replayable by hand
     deadline = time.monotonic() + timeout
     pending, proc = b"", None
+    tmp = Path(tempfile.mkdtemp(prefix=f"{guest_name(name)}-vng-"))
     try:
-        full = vng_argv(kernel, f"sh {shlex.quote(str(script))}", mode, cwd, rwdirs, memory, cpus, name, opts)
+        full = vng_argv(kernel, f"sh {shlex.quote(str(script))}", mode, cwd, rwdirs, memory, cpus, name, opts, tmp)
         proc = commands.popen(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         while True:
             left = deadline - time.monotonic()
@@ -266,6 +271,7 @@ def run_in_guest(argv: list[str], kernel: Kernel | str | None = None, timeout: f
         if proc is not None:
             _kill_group(proc)
         script.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _command_file(name: str, command: str) -> Path:
