@@ -281,10 +281,7 @@ def test_a_fleet_study_with_a_budget_smaller_than_its_first_pass_is_cut_and_judg
     # Fleet.deal deals no batch once the budget's deadline passed (before, a fleet's specs ran whole whatever the
     # budget); the batches out come back, the pairs left are counted as the runner's own (runner.cut_short)
     from test_study_budget import REPS, make
-    folder = make(tmp_path, "fleetcut", "12mbit")
-    for spec in ("a", "b"):
-        path = tmp_path / "fleetcut" / "specs" / f"{spec}.yaml"
-        path.write_text(path.read_text().replace("repetitions: 1", f"repetitions: {REPS}"))
+    folder = make(tmp_path, "fleetcut", "12mbit", REPS)
     out = tmp_path / "studies"
     p = subprocess.Popen([*CCRIG_ARGV, "study", "run", folder, "--out", str(out), "--budget", "120s",
                           "--prometheus", "off", "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT,

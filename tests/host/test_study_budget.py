@@ -23,11 +23,11 @@ CLAIM = [{"id": "a-beats-b", "paper": "A carries more than B", "test": {
         "kind": "compare", "a": {"spec": "a"}, "op": ">", "b": {"spec": "b"}, "margin": "2%"}}]
 
 
-def make(tmp_path, name: str, rate_a: str) -> str:
+def make(tmp_path, name: str, rate_a: str, repetitions: int = 1) -> str:
     folder = tmp_path / name
     (folder / "specs").mkdir(parents=True)
     for spec, rate in (("a", rate_a), ("b", "10mbit")):
-        body = {**dumbbell([{"cc": "reno"}], duration="3s", rate=rate), "name": spec, "repetitions": 1}
+        body = {**dumbbell([{"cc": "reno"}], duration="3s", rate=rate), "name": spec, "repetitions": repetitions}
         (folder / "specs" / f"{spec}.yaml").write_text(yaml.safe_dump(body, sort_keys=False))
     study = {"name": name, "title": "two experiments, one claim", "k0": 3,
              "specs": [{"spec": "a", "answers": "A"}, {"spec": "b", "answers": "B"}], "claims": CLAIM}
@@ -85,10 +85,7 @@ def test_a_budget_smaller_than_the_first_pass_cuts_it_and_judges_what_ran(tmp_pa
     # budget (7 s of it kept for the report) lets pairs start for 35 s less the set-up: a few batches, never all
     # (CI ran all of 60 such pairs in 30 s). Before, the first pass ran whole: study 000 run K was 41 min into a
     # 30 min budget with its first pass not done
-    folder = make(tmp_path, "cut", "12mbit")
-    for spec in ("a", "b"):
-        path = tmp_path / "cut" / "specs" / f"{spec}.yaml"
-        path.write_text(path.read_text().replace("repetitions: 1", f"repetitions: {REPS}"))
+    folder = make(tmp_path, "cut", "12mbit", REPS)
     p = subprocess.Popen([*CCRIG, "study", "run", folder, "--out", str(tmp_path / "out"), "--budget", "45s",
                           "--prometheus", "off", "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -138,10 +135,7 @@ def test_a_guests_share_of_a_round_is_cut_at_the_hosts_deadline(tmp_path):
     # before, a spec run elsewhere (the vm testbed) ran its whole round whatever the budget (study 003's run N:
     # 34.3 min of a 30 min budget); the host now hands the round's deadline over in study.json (guest_round)
     from ccrig.experiments.run import study as studies
-    folder = make(tmp_path, "guest", "12mbit")
-    for spec in ("a", "b"):
-        path = tmp_path / "guest" / "specs" / f"{spec}.yaml"
-        path.write_text(path.read_text().replace("repetitions: 1", f"repetitions: {REPS}"))
+    folder = make(tmp_path, "guest", "12mbit", REPS)
     study, folder = studies.load(folder)
     state = studies.new_state(study, folder, quick=False, seed=1)
     d = tmp_path / "out" / "guest-1"
