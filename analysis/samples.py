@@ -58,7 +58,15 @@ class NotRun(Exception):
     """A point a quantity reads is not in the archive, or has no value there (not-applicable, with the reason)."""
 
 
-class Cut(NotRun):
+class Unmeasured(NotRun):
+    """A point a quantity reads ran, but none of its repetitions is usable (each left out for its reason: the
+    machine limited it, the kernel's fault touched it, ...): the claim applies and is undecided (repetitions on a
+    quieter machine, or a later run, would decide it), not not-applicable, which counts as decided. Study 000's
+    run of 2026-12-03 15:06 under 16 % steal: a point whose three attempts the delay line's lateness spoiled made
+    its claim not-applicable."""
+
+
+class Cut(Unmeasured):
     """A point a quantity reads was not run because the study's --budget ended first: its claim is undecided
     (more pairs would decide it), not not-applicable, which counts as decided."""
 

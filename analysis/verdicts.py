@@ -5,8 +5,9 @@ repetitions only (analysis/samples.py reads them, analysis/sequential.py judges)
     fails           false beyond that interval
     no-difference   the interval lies inside ±the claim's margin (equivalence: two one-sided tests)
     undecided       not enough repetitions: the basis says how many more, at which points
-    not-applicable  a point it reads was not run (--quick runs one point per spec), or has no usable repetition
-                    (a point the study's --budget ended before it ran leaves the claim undecided instead)
+    not-applicable  a point it reads was not run (--quick runs one point per spec), or failed (a point the
+                    study's --budget ended before it ran, or whose every repetition was left out, leaves the claim
+                    undecided instead: it applies, and was not measured)
 
 A quantity at a point is one value per repetition (the repetition's mean over its measured intervals): never
 batch means within one run, so one repetition has no interval and its claims are undecided. Repetitions whose
@@ -24,7 +25,7 @@ from .claims import (JAIN, MODEL_METRICS, Bound, Claim, Compare, Quantity, Ratio
 from . import metric_table
 from .params import same_param, within
 from .claims import Diff as DiffExpr
-from .samples import Cut, Estimate, NotRun, constant, diff, fmt, from_reps, not_run, ratio, scale, usable
+from .samples import Cut, Estimate, NotRun, Unmeasured, constant, diff, fmt, from_reps, not_run, ratio, scale, usable
 from .sequential import Design, Judgement, Rule, judge
 from .throughput import gaimd_bps, mathis_flow_bps
 
@@ -139,8 +140,8 @@ class Archive:
         reps = p.get("repetitions")
         if not reps:
             raise NotRun(f"{where}: no repetitions recorded")
-        values = {}
-        for number, rep in self.repetitions(key, reps):
+        values, usable_reps = {}, self.repetitions(key, reps)
+        for number, rep in usable_reps:
             try:
                 v = get(rep)
             except (KeyError, IndexError, TypeError):
@@ -149,8 +150,9 @@ class Archive:
                 self.excluded[(key, number)] = f"no value of {what}"
             else:
                 values[number] = v
-        if not values:
-            raise NotRun(f"{where}: no usable repetition ({'; '.join(sorted(set(self._reasons(key)))) or what})")
+        if not values:   # spoiled repetitions: others may measure it; a value none of them has: not applicable
+            why = f"{where}: no usable repetition ({'; '.join(sorted(set(self._reasons(key)))) or what})"
+            raise Unmeasured(why) if len(usable_reps) < len(reps) else NotRun(why)
         return from_reps(key, values, bounds, binary)
 
     def _reasons(self, key: str) -> list[str]:
@@ -289,14 +291,18 @@ def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Estimate]]:
     for v in values:
         if not any(same_param(v, s) for s in seen):
             seen.append(v)
-    out = []
+    out, unmeasured = [], []
     for v in seen:
         try:
             out.append((v, archive.value(expr, {along: v})))
+        except Unmeasured as e:
+            unmeasured.append(e)
         except NotRun:
             continue
-    if len(out) < 2:   # the spec the budget cut, if one was: undecided
+    if len(out) < 2:   # the spec the budget cut, if one was, or a point that was not measured: undecided
         cut = sorted(specs, key=lambda s: not archive.cut.get(s))[0]
+        if unmeasured and not archive.cut.get(cut):
+            raise Unmeasured(f"fewer than two points along {along} have a usable repetition ({unmeasured[0]})")
         raise archive.missing(cut, f"fewer than two points along {along} were run")
     return out
 
@@ -368,7 +374,7 @@ def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Des
             out.values = {"a": [[str(x), v.to_dict()] for x, v in a], "b": [[str(x), v.to_dict()] for x, v in b]}
         out.verdict, out.basis = out.judgement.verdict, out.judgement.basis
     except NotRun as e:
-        out.verdict = "undecided" if isinstance(e, Cut) else "not-applicable"
+        out.verdict = "undecided" if isinstance(e, Unmeasured) else "not-applicable"
         out.basis, out.measured, out.judgement = str(e), "–", None
     out.excluded = [{"point": k, "rep": r, "reason": why} for (k, r), why in sorted(archive.excluded.items())]
     return out

@@ -352,7 +352,7 @@ def _run_elsewhere(bed, name: str, specs: list[str], planned: dict, study_dir: P
                 server = PrometheusServer(prometheus_root)
                 server.ensure(planned[s][2].interval)
                 backfill(run_dir, server.root / "data")
-        if rec["status"] != "done" and not rec["status"].startswith("cut: "):   # judged on what ran (together._ended)
+        if not together.ran_as_planned(rec):
             failed.append(f"{s}: {rec['status']} (on the {bed.kind} testbed, {status})")
     write_state(study_dir, state)
     return failed

@@ -113,9 +113,19 @@ def _ended(spec, runner, summary: dict, seconds: float, study_dir: Path, state: 
     bad, cut = summary.get("failed"), (summary.get("cut") or {}).get("pairs_not_run")
     state["specs"][spec]["cut"] = cut or 0
     _record(state["specs"][spec], runner, seconds, f"failed: {bad} repetition(s) failed" if bad else
-            f"cut: {cut} pair(s) left to run when the budget ended" if cut else "done", study_dir, state)
+            cut_status(cut) if cut else "done", study_dir, state)
     say(f"{spec}: {state['specs'][spec]['status']} ({state['specs'][spec]['seconds']:.0f} s) -> {runner.archive.path}")
     return [f"{spec}: {bad} repetition(s) failed"] if bad else []
+
+
+def cut_status(cut: int) -> str:
+    return f"cut: {cut} pair(s) left to run when the budget ended"
+
+
+def ran_as_planned(rec: dict) -> bool:
+    """A spec's round ended done or cut by the budget (judged on what ran), not failed nor interrupted: its
+    study.json record (a guest's, read back by the host, too)."""
+    return rec["status"] in ("done", cut_status(rec.get("cut") or 0))
 
 
 def _record(rec: dict, runner: Runner, seconds: float, status: str, study_dir: Path, state: dict) -> None:

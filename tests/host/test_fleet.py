@@ -19,6 +19,8 @@ from conftest import CCRIG as CCRIG_ARGV, ROOT, dumbbell
 from support.machine import STEAL, not_judged, verdict
 from support.sshhosts import Host, SshHosts
 
+from ccrig.experiments.run.fidelity import cpu_now, steal_since
+
 CCRIG = str(Path(sys.executable).parent / "ccrig")
 
 
@@ -98,7 +100,7 @@ def test_a_member_lost_mid_run_has_its_pairs_dealt_to_the_other(ccrig, fleet):
     while time.monotonic() < deadline and not [n for n in os.listdir("/run/netns")
                                                if n.startswith(f"ccrig-{p.pid}-m1-")]:
         time.sleep(0.1)
-    lost_at = time.monotonic()
+    lost_at, cpu_at = time.monotonic(), cpu_now()
     assert _power_off(f2), "f2 had nothing running"
     try:
         out, err = _ended(p, 300)
@@ -115,7 +117,10 @@ def test_a_member_lost_mid_run_has_its_pairs_dealt_to_the_other(ccrig, fleet):
     served = {int(r.parent.name[3:]): json.loads(r.read_text())["member"] for r in run.glob("points/*/rep*/member.json")}
     # what f2 had when it went down came back from f1
     assert len(served) == 3 and all(served[rep] == "f1" for _, rep in lost[0]["pairs_dealt_again"]), (served, lost)
-    assert time.monotonic() - lost_at < 200
+    # the loss is seen and its pairs run again within 200 s of the CPU this machine had: its hypervisor's steal
+    # comes out of the wall time (236 s at 5-45 % steal in CI on 2026-12-03, a run that was right in every other way)
+    took, steal = time.monotonic() - lost_at, steal_since(cpu_at) or 0.0
+    assert took * (1 - steal) < 200, f"{took:.0f} s from the loss to the run's end at {steal:.0%} steal"
     assert _left(p.pid) == []
 
 

@@ -137,12 +137,12 @@ def test_quick_runs_one_point_and_judges_what_it_can(tmp_path):
     assert verdicts["fair"] == "not-applicable"            # the 100-packet point was not run
     # one repetition has no interval: what can be read is undecided, never judged on its mean
     assert set(verdicts.values()) <= {"undecided", "not-applicable"}
-    # or, when a busy machine spoiled that one repetition (CI, 2026-11-28: testbed-limited, the bottleneck
-    # dequeued 0.86 of its rate beside a TCG guest), not applicable, saying which repetition was left out and why
+    # undecided also when a busy machine spoiled that one repetition (CI, 2026-11-28: testbed-limited, the
+    # bottleneck dequeued 0.86 of its rate beside a TCG guest), saying which repetition was left out and why
     alone = claims["alone-uses-the-link"]
-    assert alone["verdict"] == "undecided" or (
-        alone["verdict"] == "not-applicable" and "no usable repetition" in alone["basis"]
-        and [(e["point"], e["rep"]) for e in alone["excluded"]] == [("one#0", 0)]), alone
+    assert alone["verdict"] == "undecided", alone
+    assert "no usable repetition" not in alone["basis"] or \
+        [(e["point"], e["rep"]) for e in alone["excluded"]] == [("one#0", 0)], alone
     assert "quick mode" in (study_dir / "claims.md").read_text()
 
 

@@ -13,7 +13,7 @@ import pytest
 from ccrig.analysis.samples import NotRun, diff, from_reps
 from ccrig.analysis.sequential import Rule, judge
 from ccrig.errors import InputError
-from ccrig.experiments.run import budget
+from ccrig.experiments.run import budget, together
 from ccrig.experiments.run.signals import Interrupted
 
 
@@ -74,7 +74,7 @@ class World:
                 cost = self.cost if rep < self.k0 else self.later_cost
                 self.now += cost
                 rec["seconds"] = float(rec.get("seconds") or 0) + cost
-            rec["status"] = f"cut: {rec['cut']} pair(s) left to run when the budget ended" if rec["cut"] else "done"
+            rec["status"] = together.cut_status(rec["cut"]) if rec["cut"] else "done"
         return [f"{s}: 1 repetition(s) failed" for s in specs if s in self.failing]
 
     def _judge(self, look: int, final: bool, design) -> list:

@@ -1,5 +1,7 @@
 """A study's claims (analysis/claims.py): quantities read from summary points' repetitions, and every test's
 verdicts (holds, fails, no-difference, undecided, not-applicable) on independent repetitions only."""
+import copy
+
 import pytest
 from pydantic import ValidationError
 
@@ -183,6 +185,27 @@ def test_spoiled_repetitions_are_left_out_and_recorded():
     assert set(reasons) == {3, 4, 5} and all(e["point"] == "x#0" for e in v.excluded)
     assert reasons[3].startswith("fidelity testbed-limited") and reasons[4].startswith("kernel_fault")
     assert reasons[5].startswith("collector disagreement")
+
+
+def test_a_point_whose_every_repetition_was_left_out_leaves_its_claims_undecided():
+    """It ran and was not measured (study 000 under 16 % steal: three attempts, each testbed-limited): the claim
+    applies, so it is undecided, not not-applicable; a trend with too few measured points too."""
+    spoiled = copy.deepcopy(PER)
+    for i in (0, 1):
+        for rep in spoiled[i]["repetitions"]:
+            rep["fidelity"] = {"verdict": "testbed-limited", "reasons": ["delay line d1->n2: late (p99)"]}
+    a = Archive({"alphabeta": spoiled})
+    v = evaluate(claim({"kind": "bound", "q": {"spec": "alphabeta", "at": {"cc": "resp", "loss": 0.01}}, "op": ">",
+                        "value": 0}), a)
+    assert v.verdict == "undecided" and "no usable repetition (fidelity testbed-limited: delay line" in v.basis, v
+    assert len(v.excluded) == 3
+    ratio = {"ratio": [{"spec": "alphabeta", "at": {"cc": "resp"}}, {"spec": "alphabeta", "at": {"cc": "smooth"}}]}
+    two = Archive({"alphabeta": spoiled[:4]})   # of its two loss rates, 0.01 was not measured
+    v = evaluate(claim({"kind": "trend", "q": ratio, "along": "loss", "sign": "falls"}), two)
+    assert v.verdict == "undecided" and "fewer than two points along loss have a usable repetition" in v.basis, v
+    # with a third, measured, point the trend reads the two it has
+    v = evaluate(claim({"kind": "trend", "q": ratio, "along": "loss", "sign": "falls"}), a)
+    assert [x for x, _ in v.values["series"]] == ["0.1", "0.4"], v
 
 
 def test_looks_spend_alpha():
