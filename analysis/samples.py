@@ -63,7 +63,12 @@ class Unmeasured(NotRun):
     machine limited it, the kernel's fault touched it, ...): the claim applies and is undecided (repetitions on a
     quieter machine, or a later run, would decide it), not not-applicable, which counts as decided. Study 000's
     run of 2026-12-03 15:06 under 16 % steal: a point whose three attempts the delay line's lateness spoiled made
-    its claim not-applicable."""
+    its claim not-applicable. `points`: the points not measured (SPEC#INDEX[/baseline]), where a study's budget
+    loop may run a first pass again."""
+
+    def __init__(self, why: str, points: list[str] | None = None):
+        super().__init__(why)
+        self.points = points or []
 
 
 class Cut(Unmeasured):

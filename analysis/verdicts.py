@@ -152,7 +152,7 @@ class Archive:
                 values[number] = v
         if not values:   # spoiled repetitions: others may measure it; a value none of them has: not applicable
             why = f"{where}: no usable repetition ({'; '.join(sorted(set(self._reasons(key)))) or what})"
-            raise Unmeasured(why) if len(usable_reps) < len(reps) else NotRun(why)
+            raise Unmeasured(why, [key]) if len(usable_reps) < len(reps) else NotRun(why)
         return from_reps(key, values, bounds, binary)
 
     def _reasons(self, key: str) -> list[str]:
@@ -265,6 +265,15 @@ class Verdict:
         return out
 
 
+def _first_pass_again(e: NotRun, look: int, design: Design, final: bool) -> Judgement | None:
+    """An unmeasured point's claim, while a look may follow: the first pass's k0 repetitions asked there again (its
+    attempts were spoiled: by a spell of steal, say, that may have passed), for the budget loop to fund."""
+    if not isinstance(e, Unmeasured) or isinstance(e, Cut) or not e.points or final:
+        return None
+    return Judgement("undecided", str(e), math.nan, look=look, max_looks=design.max_looks, final=final,
+                     needs={k: design.k0 for k in e.points})
+
+
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
@@ -302,7 +311,8 @@ def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Estimate]]:
     if len(out) < 2:   # the spec the budget cut, if one was, or a point that was not measured: undecided
         cut = sorted(specs, key=lambda s: not archive.cut.get(s))[0]
         if unmeasured and not archive.cut.get(cut):
-            raise Unmeasured(f"fewer than two points along {along} have a usable repetition ({unmeasured[0]})")
+            raise Unmeasured(f"fewer than two points along {along} have a usable repetition ({unmeasured[0]})",
+                             [k for e in unmeasured for k in e.points])
         raise archive.missing(cut, f"fewer than two points along {along} were run")
     return out
 
@@ -375,6 +385,6 @@ def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Des
         out.verdict, out.basis = out.judgement.verdict, out.judgement.basis
     except NotRun as e:
         out.verdict = "undecided" if isinstance(e, Unmeasured) else "not-applicable"
-        out.basis, out.measured, out.judgement = str(e), "–", None
+        out.basis, out.measured, out.judgement = str(e), "–", _first_pass_again(e, look, design, final)
     out.excluded = [{"point": k, "rep": r, "reason": why} for (k, r), why in sorted(archive.excluded.items())]
     return out

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ccrig.analysis.samples import NotRun, diff, from_reps
+from ccrig.analysis.samples import NotRun, Unmeasured, diff, from_reps
 from ccrig.analysis.sequential import Rule, judge
+from ccrig.analysis.verdicts import _first_pass_again
 from ccrig.errors import InputError
 from ccrig.experiments.run import budget, together
 from ccrig.experiments.run.signals import Interrupted
@@ -33,6 +34,8 @@ class World:
         self.said: list[str] = []
         self.interrupt_at_round: int | None = None
         self.failing: set[str] = set()   # specs one of whose pairs failed (each round they run in says so)
+        self.spoiled_first: set[str] = set()   # specs whose first round's repetitions were all spoiled (steal)
+        self.left_out = {s: 0 for s in truth}
         first = budget.first_pass({s: {0: (1, 1)} for s in truth}, budget.design(k0, True))
         self.state = {"specs": {s: {"status": "pending", "run_dir": None, "repetitions": first[s]} for s in truth}}
 
@@ -61,11 +64,15 @@ class World:
                 raise Interrupted("SIGINT")
             mean, sd = self.truth[spec]
             rec["cut"] = 0
-            while len(self.values[spec]) < int(rec["repetitions"]["0"]):
-                rep = len(self.values[spec])
+            while len(self.values[spec]) + self.left_out[spec] < int(rec["repetitions"]["0"]):
+                rep = len(self.values[spec]) + self.left_out[spec]
                 if ends is not None and self.now + self.cost > ends:
                     rec["cut"] = int(rec["repetitions"]["0"]) - rep
                     break
+                if spec in self.spoiled_first and len(self.runs) == 1:   # run, and left out of every verdict
+                    self.now += self.cost
+                    self.left_out[spec] += 1
+                    continue
                 self.values[spec].append(float(self.rng.normal(mean, sd)))
                 if self.disk:
                     d = self.tmp / spec / "points" / "000" / f"rep{rep}"
@@ -84,8 +91,10 @@ class World:
                 est = diff(*(from_reps(f"{s}#0", dict(enumerate(self.values[s]))) for s in (a, b)))
             except NotRun:   # as analysis/verdicts.py: a point without a usable repetition, or cut (undecided)
                 cut = any(self.state["specs"][s].get("cut") for s in (a, b))
-                out.append(type("V", (), {"id": cid, "verdict": "undecided" if cut else "not-applicable",
-                                          "judgement": None})())
+                unmeasured = [f"{s}#0" for s in (a, b) if s in self.spoiled_first and not self.values[s]]
+                again = _first_pass_again(Unmeasured("spoiled", unmeasured), look, design, final)
+                out.append(type("V", (), {"id": cid, "verdict": "undecided" if cut or unmeasured else
+                                          "not-applicable", "judgement": None if cut else again})())
                 continue
             j = judge(est, Rule(margin=margin), look, design, final)
             out.append(type("V", (), {"id": cid, "verdict": j.verdict, "judgement": j})())
@@ -94,6 +103,18 @@ class World:
     def loop(self, budget_s, k0: int = 3, reserve_s: float = 0.0) -> budget.Loop:
         d = budget.design(k0, budget_s is not None)
         return budget.Loop(self.hooks(), d, budget_s, clock=lambda: self.now, reserve_s=reserve_s)
+
+
+def test_a_point_whose_first_pass_was_all_spoiled_is_run_again_and_decided(tmp_path):
+    """Study 000 run Q: a spell of steal spoiled every attempt at some points; their claims are undecided, and the
+    next round runs the first pass there again (priced as the spec's pairs), which decides them."""
+    w = World(tmp_path, {"a": (10.0, 1.0), "b": (30.0, 1.0)}, {"wide": ("b", "a", 1.0)})
+    w.spoiled_first = {"a"}
+    w.loop(3600).run()
+    looks = w.state["loop"]["looks"]
+    assert looks[0]["verdicts"]["wide"] == "undecided" and looks[0]["added"] == {"a#0": 3}, looks[0]
+    assert w.runs[1] == ["a"] and len(w.values["a"]) == 3 and w.state["specs"]["a"]["repetitions"]["0"] == 6
+    assert looks[-1]["verdicts"]["wide"] == "holds", looks
 
 
 def test_budget_values_parse_and_bad_ones_name_the_field():

@@ -208,6 +208,26 @@ def test_a_point_whose_every_repetition_was_left_out_leaves_its_claims_undecided
     assert [x for x, _ in v.values["series"]] == ["0.1", "0.4"], v
 
 
+def test_an_unmeasured_point_asks_the_first_pass_again_while_a_look_follows():
+    """Its claim's judgement asks k0 repetitions at the points not measured, for the budget loop to fund (and
+    to price: next_pairs funds a claim by its needs alone); at the final look, or for a cut point, none."""
+    from ccrig.analysis.allocation import next_pairs
+    spoiled = copy.deepcopy(PER)
+    for rep in spoiled[0]["repetitions"] + spoiled[1]["repetitions"]:
+        rep["fidelity"] = {"verdict": "testbed-limited", "reasons": ["delay line d1->n2: late (p99)"]}
+    d = Design(k0=3, max_looks=3)
+    bound = claim({"kind": "bound", "q": {"spec": "alphabeta", "at": {"cc": "resp", "loss": 0.01}}, "op": ">",
+                   "value": 0})
+    v = evaluate(bound, Archive({"alphabeta": spoiled}), look=1, design=d)
+    assert v.verdict == "undecided" and v.to_dict()["needs"] == {"alphabeta#0": 3}, v
+    assert next_pairs([v.judgement], 100.0, {"alphabeta#0": 5.0}) == [("alphabeta#0", 3)]
+    ratio = {"ratio": [{"spec": "alphabeta", "at": {"cc": "resp"}}, {"spec": "alphabeta", "at": {"cc": "smooth"}}]}
+    v = evaluate(claim({"kind": "trend", "q": ratio, "along": "loss", "sign": "falls"}),
+                 Archive({"alphabeta": spoiled[:4]}), look=1, design=d)
+    assert v.verdict == "undecided" and v.judgement.needs == {"alphabeta#0": 3}, v
+    assert evaluate(bound, Archive({"alphabeta": spoiled}), look=3, design=d, final=True).judgement is None
+
+
 def test_looks_spend_alpha():
     a = Archive({"s4": S4})
     f0 = {"spec": "s4", "at": {"q": "fq"}, "flows": [2], "share": True}
