@@ -1,17 +1,18 @@
 """The run's Prometheus exporter: per-flow, per-system and per-qdisc series, one sample per measurement interval.
 
 Each interval's values are published as one batch stamped with the interval's end time. Prometheus is
-handed the batches in order, one per scrape: a scrape by Prometheus takes the next pending batch, so no
-interval is lost or doubled when scrape and interval phases drift (a repeated batch has the same timestamps
-and Prometheus drops it). Other clients (a browser, promtool, curl) see the newest batch and take nothing.
-At the end of a point the runner waits until Prometheus has taken everything (`drain`).
+handed the batches in order: a scrape by Prometheus takes every pending batch (one, when scrapes keep pace; a
+series may carry several samples in one scrape, each with its timestamp), so no interval is lost or doubled when
+scrape and interval phases drift (a repeated batch has the same timestamps and Prometheus drops it). Other
+clients (a browser, promtool, curl) see the newest batch and take nothing. At the end of a point the runner waits
+until Prometheus has taken everything (`drain`).
 
-A scrape whose answer left late is not taken: Prometheus drops a scrape that outlives its timeout, batch and all
+A scrape whose answer left late is not taken: Prometheus drops a scrape that outlives its timeout, batches and all
 (an answer held 0.8 s against a 0.5 s timeout: 5 of 6 intervals stored; CI under 45 % steal lost intervals so in
-three tries of test_run_lifecycle's Prometheus test). So a batch whose answer took more than LATE_SHARE of the
-scrape's timeout (Prometheus sends it, X-Prometheus-Scrape-Timeout-Seconds), or whose connection Prometheus had
-closed, goes back to the front of the line and is served again by the next scrape; if the first got through after
-all, the repeat is dropped as above.
+three tries of test_run_lifecycle's Prometheus test). So the batches of an answer that took more than LATE_SHARE
+of the scrape's timeout (Prometheus sends it, X-Prometheus-Scrape-Timeout-Seconds), or whose connection Prometheus
+had closed, go back to the front of the line, and the next scrape serves them with the new ones; if the first got
+through after all, the repeats are dropped as above.
 
 Names start `ccrig_`, are in base units, counters end `_total`; labels: experiment, run, point, rep, flow,
 cc, qdisc (and node, dev for qdisc series).
@@ -108,6 +109,7 @@ class _State:
     current: list = field(default_factory=list)
     info: list = field(default_factory=list)
     taken: int = 0
+    answering: int = 0   # scrapes that took batches and are not yet answered
 
 
 def families(samples: list[Sample]):
@@ -144,8 +146,9 @@ class Exporter:
                     return
                 started = time.monotonic()
                 by_prometheus = self.headers.get("User-Agent", "").startswith("Prometheus/")
-                body, batch = exporter.render(by_prometheus)
+                body, batches = exporter.render(by_prometheus)
                 timeout = float(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds") or "inf")
+                late = True   # unless the answer is known to have left in time
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -153,10 +156,12 @@ class Exporter:
                     self.end_headers()
                     self.wfile.write(body)
                     self.wfile.flush()
+                    late = time.monotonic() - started > LATE_SHARE * timeout
                 except ConnectionError:   # Prometheus gave up on the scrape and closed it
-                    timeout = 0.0
-                if batch is not None and time.monotonic() - started > LATE_SHARE * timeout:
-                    exporter.again(batch)
+                    pass
+                finally:
+                    if batches:
+                        exporter.answered(batches, late)
 
             def log_message(self, *args):
                 pass
@@ -171,24 +176,31 @@ class Exporter:
         host, port = self.server.server_address[:2]
         return f"{host}:{port}"
 
-    def render(self, by_prometheus: bool) -> tuple[bytes, list | None]:
-        """The exposition, and the batch this scrape took (Prometheus's scrape of a pending batch; else None)."""
-        taken = None
+    def render(self, by_prometheus: bool) -> tuple[bytes, list]:
+        """The exposition, and the batches this scrape took (Prometheus's, of every pending one; else none)."""
+        taken: list = []
         with self.lock:
             if by_prometheus and self.state.pending:
-                self.state.current = taken = self.state.pending.popleft()
-                self.state.taken += 1
-                self.lock.notify_all()
-            samples = list(self.state.current) + list(self.state.info)
+                taken = list(self.state.pending)
+                self.state.pending.clear()
+                self.state.current = taken[-1]
+                self.state.taken += len(taken)
+                self.state.answering += 1
+            samples = [s for batch in taken for s in batch] if taken else list(self.state.current)
+            samples += list(self.state.info)
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Serve(samples))
         return generate_latest(registry), taken
 
-    def again(self, batch: list) -> None:
-        """A batch whose scrape may have timed out: the next scrape serves it again, before the ones queued."""
+    def answered(self, batches: list, late: bool) -> None:
+        """A scrape that took batches has been answered; late: it may have timed out, so the next scrape serves
+        them again, before the ones queued."""
         with self.lock:
-            self.state.pending.appendleft(batch)
-            self.state.taken -= 1
+            if late:
+                self.state.pending.extendleft(reversed(batches))
+                self.state.taken -= len(batches)
+            self.state.answering -= 1
+            self.lock.notify_all()
 
     def publish(self, samples: list[Sample]) -> None:
         """Queues one interval's batch for Prometheus."""
@@ -203,10 +215,10 @@ class Exporter:
             self.state.info = samples
 
     def drain(self, timeout: float) -> bool:
-        """Waits until Prometheus has taken every queued batch; False on timeout."""
+        """Waits until Prometheus has taken every queued batch, its answers sent; False on timeout."""
         deadline = time.monotonic() + timeout
         with self.lock:
-            while self.state.pending:
+            while self.state.pending or self.state.answering:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
