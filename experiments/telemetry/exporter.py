@@ -108,7 +108,6 @@ class _State:
     pending: deque = field(default_factory=deque)
     current: list = field(default_factory=list)
     info: list = field(default_factory=list)
-    taken: int = 0
     answering: int = 0   # scrapes that took batches and are not yet answered
 
 
@@ -184,7 +183,6 @@ class Exporter:
                 taken = list(self.state.pending)
                 self.state.pending.clear()
                 self.state.current = taken[-1]
-                self.state.taken += len(taken)
                 self.state.answering += 1
             samples = [s for batch in taken for s in batch] if taken else list(self.state.current)
             samples += list(self.state.info)
@@ -198,7 +196,6 @@ class Exporter:
         with self.lock:
             if late:
                 self.state.pending.extendleft(reversed(batches))
-                self.state.taken -= len(batches)
             self.state.answering -= 1
             self.lock.notify_all()
 
