@@ -93,10 +93,14 @@ def _kind(state: dict) -> str:
 
 
 def _steal(state: dict) -> str:
-    """The hypervisor's share of the machine's CPU time over the run, when there was any to speak of."""
+    """The hypervisor's share of the machine's CPU time over the run, when there was any to speak of, and the
+    run's waits for it to pass (experiments/run/steal.py)."""
     steal = state.get("host_cpu_steal") or 0.0
-    return f"; the hypervisor took {steal:.0%} of its CPU time during the run (steal: other guests on its host)" \
-        if steal >= STEAL_SAID else ""
+    waits = state.get("steal_waits") or []
+    return (f"; the hypervisor took {steal:.0%} of its CPU time during the run (steal: other guests on its host)"
+            if steal >= STEAL_SAID else "") + \
+        (f"; the run waited {sum(w['seconds'] for w in waits) / 60:.1f} min for steal to pass ({len(waits)} "
+         f"wait(s), {sum(len(w['probes']) for w in waits)} probe(s))" if waits else "")
 
 
 def write(study_dir: Path, study: dict, state: dict, results: list[dict], runs: bool = True,

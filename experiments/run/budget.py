@@ -263,7 +263,8 @@ class Loop:
         loop = state["loop"]
         look = len(loop["looks"]) + 1
         measured = costs(state, self.h.run_dirs(state))
-        pace = _pace(loop["looks"], self.spent(), measured)
+        waited = waited_s(state)
+        pace = _pace(loop["looks"], self.spent(), measured, waited)
         cost = {s: c * pace for s, c in measured.items()}
         left, usable = self.left(), self.usable()
         # a round the budget ended before all its pairs started (runner.cut_short): no round can follow
@@ -291,7 +292,8 @@ class Loop:
                  "reserve_s": round(self.reserve_s, 1),
                  "verdicts": {r.id: r.verdict for r in results}, "decided": len(results) - len(undecided),
                  "undecided": len(undecided), "cost_per_pair_s": {s: round(c, 1) for s, c in cost.items()},
-                 "pace": round(pace, 3), **_steal_since(loop["looks"], state), **({"cut": cut} if cut else {})}
+                 "pace": round(pace, 3), **_steal_since(loop["looks"], state), **({"cut": cut} if cut else {}),
+                 **({"waited_s": round(waited, 1)} if waited else {})}
         self.live.update(look=look, decided=entry["decided"], undecided=entry["undecided"])
         if not undecided and not cut:
             loop["stopped"] = "every claim is decided"
@@ -331,14 +333,21 @@ class Loop:
         return "more repetitions within the budget would decide no undecided claim"
 
 
-def _pace(looks: list[dict], spent: float, measured: dict[str, float]) -> float:
+def waited_s(state: dict) -> float:
+    """The seconds the study's rounds waited for steal to pass (steal.py), all of them so far."""
+    return sum(w.get("seconds") or 0.0 for w in state.get("steal_waits") or [])
+
+
+def _pace(looks: list[dict], spent: float, measured: dict[str, float], waited: float = 0.0) -> float:
     """The last round's time over what its pairs cost at each spec's cost per pair measured now (1 before any
     round): a spec's cost is its mean over every pair so far, the first pass's mix included, and the pairs a look
-    adds are the undecided claims' points, which may pack side by side worse than that mix did."""
+    adds are the undecided claims' points, which may pack side by side worse than that mix did. The round's
+    waits for steal to pass are not its pace (a spell of steal says nothing of the next round's)."""
     if not looks or not looks[-1].get("added"):
         return 1.0
     planned = sum(n * measured[parse_key(p)[0]] for p, n in looks[-1]["added"].items())
-    return max(0.5, min(4.0, (spent - looks[-1]["spent_s"]) / planned)) if planned > 0 else 1.0
+    took = spent - looks[-1]["spent_s"] - (waited - (looks[-1].get("waited_s") or 0.0))
+    return max(0.5, min(4.0, took / planned)) if planned > 0 else 1.0
 
 
 def _steal_since(looks: list[dict], state: dict) -> dict:

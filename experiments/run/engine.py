@@ -38,6 +38,7 @@ from ccrig.units import wire_bytes
 from ccrig.topologies import testbeds
 from ccrig.experiments.run import repetition, signals
 from ccrig.experiments.run.repetition import Lent, Unit
+from ccrig.experiments.run.steal import Gate
 
 # pairs at once at most, whatever the capacity holds: each is a process with its programs. Four per core: eight
 # 10 Mbit/s pairs of the default spec side by side on these 2 cores all read fidelity ok, their goodput
@@ -149,16 +150,17 @@ ALONE, AGAIN = "alone", "again"   # what finished() may answer: the pair once mo
 class _Queue:
     """The pairs still to start, in order, each with whether it must run alone; and the ones running."""
 
-    def __init__(self, pairs, cost: Callable[[tuple], float], capacity: float):
+    def __init__(self, pairs, cost: Callable[[tuple], float], capacity: float, gate: Gate | None = None):
         self.waiting = [(p, False) for p in pairs]
-        self.cost, self.capacity = cost, capacity
+        self.cost, self.capacity, self.gate = cost, capacity, gate
         self.running: dict = {}   # the pipe's end -> [pair, process, slot, cost, alone, beside, unit]
 
     def next_fits(self, free: list[int]) -> bool:
-        """Whether the first waiting pair may start now: a free slot, and alone (nothing running) when it or a
-        running pair must be, or its cost fits beside the running pairs'. Nothing running: it starts, whatever it
-        costs (a pair the machine cannot carry beside others runs alone)."""
-        if not self.waiting or not free:
+        """Whether the first waiting pair may start now: a free slot, the gate not held (a pair came back spoiled
+        under steal), and alone (nothing running) when it or a running pair must be, or its cost fits beside the
+        running pairs'. Nothing running: it starts, whatever it costs (a pair the machine cannot carry beside
+        others runs alone)."""
+        if not self.waiting or not free or (self.gate is not None and self.gate.held):
             return False
         if not self.running:
             return True
@@ -197,13 +199,16 @@ def sweep(unit: Unit) -> None:
 def one_at_a_time(pairs: list[tuple], unit_of: Callable[[tuple], Unit], lent_of: Callable[[tuple], Lent],
                   finished: Callable[[tuple, dict | None, RunError | None, bool], str | None],
                   running: Callable[[tuple | None], None] = lambda pair: None,
-                  stop: Callable[[], bool] = lambda: False) -> None:
+                  stop: Callable[[], bool] = lambda: False, gate: Gate | None = None) -> None:
     """The pairs one after another in this process (no fork: in a TCG guest a forked child's copy-on-write faults
     are emulated one by one); a pair finished() asks for again runs next. running(pair) says which is running
     (None between), for a second Ctrl-C's line. None starts once stop() is true (a study's --budget has ended):
-    the ones left are the caller's to count."""
+    the ones left are the caller's to count. gate: a pair spoiled under steal holds the next until it passes."""
     queue = list(pairs)
     while queue and not stop():
+        if gate is not None and gate.held:
+            gate.wait()
+            continue
         pair = queue.pop(0)
         running(pair)
         try:
@@ -212,6 +217,8 @@ def one_at_a_time(pairs: list[tuple], unit_of: Callable[[tuple], Unit], lent_of:
             entry, error = None, e
         finally:
             running(None)
+        if gate is not None:
+            gate.note(entry, named(pair))
         if finished(pair, entry, error, False):
             queue.insert(0, pair)
 
@@ -219,14 +226,15 @@ def one_at_a_time(pairs: list[tuple], unit_of: Callable[[tuple], Unit], lent_of:
 def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str], Unit], prefix: str,
                  lent_of: Callable[[tuple], Lent], finished: Callable[[tuple, dict | None, RunError | None, bool], str | None],
                  cost: Callable[[tuple], float] = lambda pair: 0.0, capacity: float = math.inf,
-                 stop: Callable[[], bool] = lambda: False) -> None:
+                 stop: Callable[[], bool] = lambda: False, gate: Gate | None = None) -> None:
     """Runs the pairs, at most `slots` at once and within `capacity`; finished(pair, record, None, beside) or
     finished(pair, None, error, beside) as each ends, which may answer ALONE or AGAIN to have it run once more.
     Once stop() is true (a study's --budget has ended) none starts: the running ones finish, and the ones left
-    are the caller's to count. Raises signals.Interrupted once every child has torn down, after Ctrl-C or
-    SIGTERM."""
+    are the caller's to count. gate (steal.py): once a pair comes back spoiled under steal, none starts until
+    the running ones have ended and the gate's wait is over. Raises signals.Interrupted once every child has
+    torn down, after Ctrl-C or SIGTERM."""
     ctx = multiprocessing.get_context("fork")
-    q = _Queue(pairs, cost, capacity)
+    q = _Queue(pairs, cost, capacity, gate)
     free = list(range(slots))
     running = q.running
     interrupted: str | None = None
@@ -235,6 +243,9 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
         return ", ".join(named(r[0]) for r in running.values())
     try:
         while (q.waiting and not stop()) or running:
+            if gate is not None and gate.held and not running:
+                gate.wait()
+                continue
             while not stop() and q.next_fits(free):
                 (pair, alone), slot = q.waiting.pop(0), free.pop(0)
                 unit = unit_of(pair, f"{prefix}-j{slot}")
@@ -266,6 +277,8 @@ def side_by_side(pairs: list[tuple], slots: int, unit_of: Callable[[tuple, str],
                     free.append(slot)
                     if msg[0] == "interrupted":   # so is the run (the others are stopped below)
                         raise signals.Interrupted(msg[1])
+                    if gate is not None and msg[0] == "done":
+                        gate.note(msg[1], named(pair))
                     how = finished(pair, msg[1], None, beside) if msg[0] == "done" else \
                         finished(pair, None, (PathError if msg[0] == "path" else RunError)(msg[1]), beside)
                     if how:

@@ -23,7 +23,7 @@ from pathlib import Path
 from ccrig.errors import CcrigError
 from ccrig.tcp_modules.spec import cc_key, law_of, parse_cc, preset_of
 from ccrig.topologies import testbeds
-from ccrig.experiments.run import calibration, engine, schedule, signals
+from ccrig.experiments.run import calibration, engine, schedule, signals, steal
 from ccrig.experiments.run.repetition import Lent
 from ccrig.experiments.run.runner import Options, Runner, run_prefix
 from ccrig.experiments.run.study_state import run_dir_of, write_state
@@ -145,6 +145,7 @@ def _queue(runners: dict[str, Runner], study_dir: Path, state: dict, jobs, say, 
         state["specs"][spec].update(status="running", testbed=r.exp.testbed)
     write_state(study_dir, state)
     busy = dict.fromkeys(runners, 0.0)   # each spec's pairs' wall time: its share of the round's
+    gate = _gate(runners, say)
 
     def fail(spec: str, why: str) -> None:
         _record(state["specs"][spec], runners.pop(spec), time.monotonic() - started, f"failed: {why}", study_dir,
@@ -164,21 +165,45 @@ def _queue(runners: dict[str, Runner], study_dir: Path, state: dict, jobs, say, 
                     held.enter_context(r.session())
                 except CcrigError as e:
                     fail(spec, str(e))
-            _pairs(runners, busy, jobs, seed, state, lambda: write_state(study_dir, state))
+            _pairs(runners, busy, jobs, seed, state, lambda: write_state(study_dir, state), gate)
         except signals.Interrupted:
+            _waited(gate, state)
             for spec, r in runners.items():
-                _record(state["specs"][spec], r, _share(busy, spec, time.monotonic() - started), "interrupted",
+                _record(state["specs"][spec], r, _share(busy, spec, _wall(started, gate)), "interrupted",
                         study_dir, state)
             raise
+        _waited(gate, state)
         for spec, r in list(runners.items()):
             try:
                 r.complete()
             except CcrigError as e:
                 fail(spec, str(e))
-    wall = time.monotonic() - started
+    wall = _wall(started, gate)
     for spec, r in runners.items():
         failed += _ended(spec, r, r.summary, _share(busy, spec, wall), study_dir, state, say)
     return failed
+
+
+def _gate(runners: dict[str, Runner], say) -> steal.Gate | None:
+    """A full run's wait for steal to pass (steal.py), bounded by the budget where there is one; none in a quick
+    run (it reruns nothing, so it has no attempts to save)."""
+    first = next(iter(runners.values()), None)
+    if first is None or first.opt.reruns <= 0:
+        return None
+    return steal.Gate(say, first.stop, bounded=first.opt.until is not None)
+
+
+def _wall(started: float, gate: steal.Gate | None) -> float:
+    """The round's wall time but its waits for steal to pass: the specs' cost per pair is the machine's."""
+    return time.monotonic() - started - (gate.waited if gate is not None else 0.0)
+
+
+def _waited(gate: steal.Gate | None, state: dict) -> None:
+    """The round's waits for steal into study.json (the claims' report says them; the budget's pace leaves
+    them out)."""
+    if gate is not None and gate.waits:
+        state.setdefault("steal_waits", []).extend(gate.waits)
+        gate.waits = []
 
 
 def _share(busy: dict, spec: str, wall: float) -> float:
@@ -186,7 +211,8 @@ def _share(busy: dict, spec: str, wall: float) -> float:
     return wall * busy[spec] / total if total > 0 else wall / max(1, len(busy))
 
 
-def _pairs(runners: dict[str, Runner], busy: dict, jobs, seed: int, state: dict, save) -> None:
+def _pairs(runners: dict[str, Runner], busy: dict, jobs, seed: int, state: dict, save,
+           gate: steal.Gate | None = None) -> None:
     _calibrated(runners, jobs)
     shares = {spec: r.share() for spec, r in runners.items()}
     queue = schedule.interleave({spec: todo for spec, (todo, _, _) in shares.items()}, seed)
@@ -208,12 +234,12 @@ def _pairs(runners: dict[str, Runner], busy: dict, jobs, seed: int, state: dict,
     stop = next(iter(runners.values())).stop   # the same Options.until for every spec of the study's round
     if slots == 1:
         engine.one_at_a_time(queue, lambda pair: runners[pair[0]].unit(pair[1:]), lambda pair: lents[pair[0]],
-                             finished, stop=stop)
+                             finished, stop=stop, gate=gate)
     else:
         engine.side_by_side(queue, slots, lambda pair, name: runners[pair[0]].unit(pair[1:], name), run_prefix(),
                             lambda pair: lents[pair[0]], finished,
                             (lambda pair: shares[pair[0]][2](pair[1:])) if capacity is not None else
-                            (lambda pair: 0.0), capacity if capacity is not None else float("inf"), stop)
+                            (lambda pair: 0.0), capacity if capacity is not None else float("inf"), stop, gate)
     for spec, r in runners.items():
         r.cut_short(shares[spec][0])
 

@@ -66,6 +66,10 @@ def test_time_the_hypervisor_stole_during_a_study_is_said_beside_the_kernel(tmp_
     md = study_report.write(tmp_path, {"name": "mini", "title": "a study"}, state, [], False, None).read_text()
     assert "- this machine's kernel: 6.18.44; the hypervisor took 12% of its CPU time during the run (steal" in md
     assert json.loads((tmp_path / "claims.json").read_text())["host_cpu_steal"] == 0.12
+    # and the run's waits for it to pass (experiments/run/steal.py), with their probes
+    state["steal_waits"] = [{"seconds": 90.0, "probes": [{"steal": 0.2}] * 3}, {"seconds": 30.0, "probes": [{}]}]
+    md = study_report.write(tmp_path, {"name": "mini", "title": "a study"}, state, [], False, None).read_text()
+    assert "steal: other guests on its host); the run waited 2.0 min for steal to pass (2 wait(s), 4 probe(s))" in md
 
 
 def test_a_study_on_a_fleet_says_which_member_ran_what_and_which_it_lost(tmp_path):
