@@ -68,12 +68,29 @@ class Archive:
 
     def value(self, expr, extra_at: dict | None = None) -> Estimate:
         if isinstance(expr, Ratio):
-            return ratio(*(self.value(e, extra_at) for e in expr.ratio))
+            return ratio(*self.each([lambda e=e: self.value(e, extra_at) for e in expr.ratio]))
         if isinstance(expr, DiffExpr):
-            return diff(*(self.value(e, extra_at) for e in expr.diff))
+            return diff(*self.each([lambda e=e: self.value(e, extra_at) for e in expr.diff]))
         q: Quantity = expr
         p = self.point(q.spec, {**q.at, **(extra_at or {})})
         return self._quantity(q, p)
+
+    @staticmethod
+    def each(reads: list[Callable[[], Estimate]]) -> list[Estimate]:
+        """Every operand's value. Where some have no usable repetition, one Unmeasured names all their points, so
+        a look asks the first pass again at each of them, not only at the first; a cut or a point not run ends
+        it at once (its claim is undecided or not applicable whatever the others read)."""
+        out, unmeasured = [], []
+        for read in reads:
+            try:
+                out.append(read())
+            except Cut:
+                raise
+            except Unmeasured as e:
+                unmeasured.append(e)
+        if unmeasured:
+            raise Unmeasured("; ".join(str(e) for e in unmeasured), [k for e in unmeasured for k in e.points])
+        return out
 
     def repetitions(self, key: str, reps: list[dict]) -> list[tuple[int, dict]]:
         """The repetitions a verdict may read; the others are recorded with their reasons."""
@@ -95,9 +112,10 @@ class Archive:
         if q.metric == "pause_gain":   # G_pause / G_without - 1 in percent; the two sets of repetitions differ
             if not p.get("without_pause"):
                 raise NotRun(f"{where}: no measured PAUSE gain (no run without PAUSE)")
-            with_ = self._per_rep(key, p, lambda r: _mean(r["system"].get("goodput_bps")), where)
-            without = self._per_rep(f"{key}/baseline", p["without_pause"],
-                                    lambda r: _mean(r["system"].get("goodput_bps")), where + " without PAUSE")
+            with_, without = self.each([
+                lambda: self._per_rep(key, p, lambda r: _mean(r["system"].get("goodput_bps")), where),
+                lambda: self._per_rep(f"{key}/baseline", p["without_pause"],
+                                      lambda r: _mean(r["system"].get("goodput_bps")), where + " without PAUSE")])
             return scale(ratio(with_, without), 100.0, -100.0)
         flows = self._flows(q, p, where)
         # what one repetition's value can be (analysis/flat.py): the metric's range (Jain's over a subset of the
@@ -356,7 +374,7 @@ def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Des
             out.judgement = judge(_signed(scale(v, 1.0, -t.value), rule.want), rule, look, design, final)
             out.measured, out.values = f"{v} ({t.op} {t.value:g})", {"q": v.to_dict()}
         elif isinstance(t, Compare):
-            a, b = archive.value(t.a), archive.value(t.b)
+            a, b = archive.each([lambda: archive.value(t.a), lambda: archive.value(t.b)])
             out.margin = t.margin_of(b.mean)
             rule = _rule(t.op, out.margin)
             out.judgement = judge(_signed(diff(a, b), rule.want), rule, look, design, final)

@@ -224,7 +224,12 @@ def test_an_unmeasured_point_asks_the_first_pass_again_while_a_look_follows():
     ratio = {"ratio": [{"spec": "alphabeta", "at": {"cc": "resp"}}, {"spec": "alphabeta", "at": {"cc": "smooth"}}]}
     v = evaluate(claim({"kind": "trend", "q": ratio, "along": "loss", "sign": "falls"}),
                  Archive({"alphabeta": spoiled[:4]}), look=1, design=d)
-    assert v.verdict == "undecided" and v.judgement.needs == {"alphabeta#0": 3}, v
+    # both operands of the ratio were spoiled: the look asks the first pass again at each, not at the first only
+    assert v.verdict == "undecided" and v.judgement.needs == {"alphabeta#0": 3, "alphabeta#1": 3}, v
+    compare = claim({"kind": "compare", "a": {"spec": "alphabeta", "at": {"cc": "resp", "loss": 0.01}},
+                     "b": {"spec": "alphabeta", "at": {"cc": "smooth", "loss": 0.01}}, "op": ">"})
+    v = evaluate(compare, Archive({"alphabeta": spoiled[:4]}), look=1, design=d)
+    assert v.verdict == "undecided" and v.judgement.needs == {"alphabeta#0": 3, "alphabeta#1": 3}, v
     assert evaluate(bound, Archive({"alphabeta": spoiled}), look=3, design=d, final=True).judgement is None
 
 
