@@ -62,9 +62,10 @@ class Archive:
         return found[0]
 
     excluded: dict = field(default_factory=dict)   # (point, rep) -> reason, of the reads since reset()
+    left_out: list = field(default_factory=list)   # the points of a series judged without them, since reset()
 
     def reset(self) -> None:
-        self.excluded = {}
+        self.excluded, self.left_out = {}, []
 
     def value(self, expr, extra_at: dict | None = None) -> Estimate:
         if isinstance(expr, Ratio):
@@ -305,8 +306,11 @@ def _signed(e: Estimate, want: int) -> Estimate:
     return e if want > 0 else scale(e, -1.0)
 
 
-def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Estimate]]:
-    """expr's value at each point along a swept path, in the sweep's order (the points' index order)."""
+def _series(archive: Archive, expr, along: str, final: bool = True) -> list[tuple[Any, Estimate]]:
+    """expr's value at each point along a swept path, in the sweep's order (the points' index order). A trend
+    reads the whole axis: while a look follows (not final), a point none of whose repetitions was usable leaves
+    the claim undecided and is measured again first; at the final look the measured points are judged and the
+    basis names the ones left out."""
     specs = {q.spec for q in quantities(expr)}
     values = []
     for spec in sorted(specs):
@@ -332,6 +336,11 @@ def _series(archive: Archive, expr, along: str) -> list[tuple[Any, Estimate]]:
             raise Unmeasured(f"fewer than two points along {along} have a usable repetition ({unmeasured[0]})",
                              [k for e in unmeasured for k in e.points])
         raise archive.missing(cut, f"fewer than two points along {along} were run")
+    spoiled = [e for e in unmeasured if not isinstance(e, Cut)]
+    if spoiled and not final:
+        raise Unmeasured(f"{len(spoiled)} of {len(seen)} points along {along} have no usable repetition yet "
+                         f"({spoiled[0]})", [k for e in spoiled for k in e.points])
+    archive.left_out += [str(e) for e in unmeasured]
     return out
 
 
@@ -385,13 +394,13 @@ def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Des
             out.judgement = judge(scale(v, 1.0, -t.value), Rule("within", tol=tol), look, design, final)
             out.measured, out.values = f"{v} (value {t.value:g} ± {tol:.3g})", {"q": v.to_dict()}
         elif isinstance(t, Trend):
-            series = _series(archive, t.q, t.along)
+            series = _series(archive, t.q, t.along, final)
             out.margin = t.margin_of(series[0][1].mean)
             out.judgement = _trend(series, 1 if t.sign == "rises" else -1, out.margin, look, design, final)
             out.measured = _show(series)
             out.values = {"series": [[str(x), v.to_dict()] for x, v in series]}
         elif isinstance(t, SameTrend):
-            a, b = _series(archive, t.a, t.along), _series(archive, t.b, t.along)
+            a, b = _series(archive, t.a, t.along, final), _series(archive, t.b, t.along, final)
             sb = _slope(b)
             if sb == 0:
                 raise NotRun(f"b does not move along {t.along}")
@@ -401,6 +410,8 @@ def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Des
             out.measured = f"a: {_show(a)}; b: {_show(b)}"
             out.values = {"a": [[str(x), v.to_dict()] for x, v in a], "b": [[str(x), v.to_dict()] for x, v in b]}
         out.verdict, out.basis = out.judgement.verdict, out.judgement.basis
+        if archive.left_out:
+            out.basis += f"; judged without {len(archive.left_out)} point(s): {'; '.join(archive.left_out)}"
     except NotRun as e:
         out.verdict = "undecided" if isinstance(e, Unmeasured) else "not-applicable"
         out.basis, out.measured, out.judgement = str(e), "–", _first_pass_again(e, look, design, final)

@@ -203,8 +203,8 @@ def test_a_point_whose_every_repetition_was_left_out_leaves_its_claims_undecided
     two = Archive({"alphabeta": spoiled[:4]})   # of its two loss rates, 0.01 was not measured
     v = evaluate(claim({"kind": "trend", "q": ratio, "along": "loss", "sign": "falls"}), two)
     assert v.verdict == "undecided" and "fewer than two points along loss have a usable repetition" in v.basis, v
-    # with a third, measured, point the trend reads the two it has
-    v = evaluate(claim({"kind": "trend", "q": ratio, "along": "loss", "sign": "falls"}), a)
+    # with a third, measured, point the final look reads the two it has
+    v = evaluate(claim({"kind": "trend", "q": ratio, "along": "loss", "sign": "falls"}), a, final=True)
     assert [x for x, _ in v.values["series"]] == ["0.1", "0.4"], v
 
 
@@ -231,6 +231,24 @@ def test_an_unmeasured_point_asks_the_first_pass_again_while_a_look_follows():
     v = evaluate(compare, Archive({"alphabeta": spoiled[:4]}), look=1, design=d)
     assert v.verdict == "undecided" and v.judgement.needs == {"alphabeta#0": 3, "alphabeta#1": 3}, v
     assert evaluate(bound, Archive({"alphabeta": spoiled}), look=3, design=d, final=True).judgement is None
+
+
+def test_a_trend_with_an_unmeasured_point_is_measured_again_there_then_judged_without_it():
+    """A trend reads its whole axis: while a look follows, a middle point whose every repetition was spoiled leaves
+    the claim undecided and asks the first pass there again; at the final look the others are judged, and the
+    basis says which point was left out."""
+    spoiled = copy.deepcopy(PER)
+    for rep in spoiled[2]["repetitions"]:
+        rep["fidelity"] = {"verdict": "testbed-limited", "reasons": ["delay line d1->n2: late (p99)"]}
+    d = Design(k0=3, max_looks=3)
+    falls = claim({"kind": "trend", "q": {"spec": "alphabeta", "at": {"cc": "resp"}}, "along": "loss",
+                   "sign": "falls"})
+    v = evaluate(falls, Archive({"alphabeta": spoiled}), look=1, design=d)
+    assert v.verdict == "undecided" and v.judgement.needs == {"alphabeta#2": 3}, v
+    assert "1 of 3 points along loss have no usable repetition yet" in v.basis
+    v = evaluate(falls, Archive({"alphabeta": spoiled}), look=3, design=d, final=True)
+    assert v.verdict == "holds" and [x for x, _ in v.values["series"]] == ["0.01", "0.4"], v
+    assert "judged without 1 point(s): alphabeta point 2: no usable repetition" in v.basis
 
 
 def test_looks_spend_alpha():
