@@ -31,7 +31,8 @@ KEY = "steal_reruns"     # in a report's user_properties: each failed attempt (x
 
 
 def wait_for_quiet(window_s: float = QUIET_WINDOW_S, most_s: float = QUIET_WAIT_S) -> None:
-    """Sample the steal over windows of window_s until one is below STEAL or most_s have passed."""
+    """Sample the steal over windows of window_s until one is below STEAL or most_s have passed. Not the run's
+    burn probe (experiments/run/steal.py): it would take both cores from the other worker's test for its time."""
     deadline = time.monotonic() + most_s
     while True:
         start = cpu_now()
