@@ -23,11 +23,11 @@ from typing import Any, Callable
 from .claims import (JAIN, MODEL_METRICS, Bound, Claim, Compare, Quantity, Ratio, SameTrend, Trend, Within,
                      quantities)
 from . import metric_table
+from . import readings as rd
 from .params import same_param, within
 from .claims import Diff as DiffExpr
 from .samples import Cut, Estimate, NotRun, Unmeasured, constant, diff, fmt, from_reps, not_run, ratio, scale, usable
 from .sequential import Design, Judgement, Rule, judge
-from .throughput import gaimd_bps, mathis_flow_bps
 
 VERDICTS = ("holds", "fails", "no-difference", "undecided", "not-applicable")
 __all__ = ["Archive", "NotRun", "Verdict", "VERDICTS", "evaluate"]
@@ -114,9 +114,9 @@ class Archive:
             if not p.get("without_pause"):
                 raise NotRun(f"{where}: no measured PAUSE gain (no run without PAUSE)")
             with_, without = self.each([
-                lambda: self._per_rep(key, p, lambda r: _mean(r["system"].get("goodput_bps")), where),
+                lambda: self._per_rep(key, p, lambda r: rd.mean(r["system"].get("goodput_bps")), where),
                 lambda: self._per_rep(f"{key}/baseline", p["without_pause"],
-                                      lambda r: _mean(r["system"].get("goodput_bps")), where + " without PAUSE")])
+                                      lambda r: rd.mean(r["system"].get("goodput_bps")), where + " without PAUSE")])
             return scale(ratio(with_, without), 100.0, -100.0)
         flows = self._flows(q, p, where)
         # what one repetition's value can be (analysis/flat.py): the metric's range (Jain's over a subset of the
@@ -128,28 +128,29 @@ class Archive:
             lo, hi = (0.0, 1.0) if q.metric in ("goodput_bps", "throughput_bps") else (None, None)
         bounds = (lo, hi)
         if flows is None:
-            get = lambda r: _mean(r["system"].get(q.metric))
+            get = lambda r: rd.mean(r["system"].get(q.metric))
         elif "." in q.metric:
-            get = lambda r: _agg([_workload(r, i, q.metric) for i in flows], q.agg)
+            get = lambda r: rd.agg([rd.workload(r, i, q.metric) for i in flows], q.agg)
         elif q.metric == "mathis_bps":   # Eq. 5 per flow, at its own loss over the repetition and its own RTT
-            get = lambda r: _agg([_mathis(r["flows"][i]) for i in flows], q.agg)
+            get = lambda r: rd.agg([rd.mathis(r["flows"][i]) for i in flows], q.agg)
         elif q.metric in MODEL_METRICS:   # Eq. 1 per flow, at that repetition's loss and the flow's own RTT
-            get = lambda r: _agg([_gaimd(r["flows"][i], q.law, _mean(r["system"].get("loss"))) for i in flows], q.agg)
+            get = lambda r: rd.agg([rd.gaimd(r["flows"][i], q.law, rd.mean(r["system"].get("loss")))
+                                    for i in flows], q.agg)
         elif q.metric in JAIN:   # over a subset of the flows: their index within each repetition
-            get = lambda r: _jain([_mean(r["flows"][i].get(JAIN[q.metric])) for i in flows])
+            get = lambda r: rd.jain([rd.mean(r["flows"][i].get(JAIN[q.metric])) for i in flows])
         else:
-            get = lambda r: _agg([_mean(r["flows"][i].get(q.metric)) for i in flows], q.agg)
+            get = lambda r: rd.agg([rd.mean(r["flows"][i].get(q.metric)) for i in flows], q.agg)
         if q.share:
             inner = get
-            get = lambda r: _div(inner(r), _mean(r["system"].get("goodput_bps")))
+            get = lambda r: rd.div(inner(r), rd.mean(r["system"].get("goodput_bps")))
         what = f"{q.metric} of {'the system' if flows is None else flows}"
         if q.phase is not None:   # the same reading over the on/off source's phase only (summary.by_phase)
             whole = get
-            get = lambda r: whole({**r, **_phase(r, q.phase)})
+            get = lambda r: whole({**r, **rd.phase(r, q.phase)})
             what += f" with the on/off source {q.phase}"
         if q.exceeds is not None:   # a Bernoulli trial per repetition: the point's mean is a share
             reading = get
-            get = lambda r: _exceeds(reading(r), q.exceeds)
+            get = lambda r: rd.exceeds(reading(r), q.exceeds)
             what += f" exceeding {q.exceeds:g}"
             bounds = (0.0, 1.0)
         return self._per_rep(key, p, get, where, what, bounds, binary=q.exceeds is not None)
@@ -190,69 +191,6 @@ class Archive:
         if bad:
             raise NotRun(f"{where}: no flow {bad[0]} (the point has {len(p['flows'])})")
         return list(q.flows)
-
-
-def _phase(rep: dict, phase: str) -> dict:
-    """A repetition's system and flows over one phase of its on/off source; a KeyError (no value) without one."""
-    got = rep["phases"][phase]
-    return {"system": got["system"], "flows": got["flows"]}
-
-
-def _exceeds(value: float | None, threshold: float) -> float | None:
-    return None if value is None else float(value > threshold)
-
-
-def _mean(entry: dict | None) -> float | None:
-    return None if not entry else entry.get("mean")
-
-
-def _agg(xs: list[float | None], agg: str) -> float | None:
-    if not xs or any(x is None for x in xs):
-        return None
-    return sum(xs) if agg == "sum" else sum(xs) / len(xs)
-
-
-def _div(a: float | None, b: float | None) -> float | None:
-    return None if a is None or not b else a / b
-
-
-def _jain(xs: list[float | None]) -> float | None:
-    if not xs or any(x is None for x in xs) or not any(xs):
-        return None
-    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
-
-
-def _gaimd(flow: dict, law, loss: float | None) -> float | None:
-    """Study 001's Eq. 1 for one flow of one repetition (analysis/throughput.gaimd_bps) at the repetition's loss
-    per packet offered (the system's: every flow of a point crosses the same drop points) and the flow's own
-    throughput and RTT. Not the flow's own `loss`: that is a mean of per-interval ratios, which the intervals a
-    flow spent in a timeout (one retransmission of one segment sent: 1.0) inflate; 30 flows at PER 0.01 read
-    0.031 that way against 0.0117 counted. None without its inputs or without a loss (Eq. 1 then says nothing),
-    which leaves the repetition out with that reason."""
-    thr, rtt = _mean(flow.get("throughput_bps")), _mean(flow.get("rtt_s"))
-    if loss is None or thr is None or not rtt:
-        return None
-    return gaimd_bps(loss, thr, rtt, law.alpha, law.beta)
-
-
-def _mathis(flow: dict) -> float | None:
-    """Study 002's Eq. 5 for one flow of one repetition (analysis/throughput.mathis_flow_bps): its own segments
-    lost over sent, summed over the intervals its metrics cover (summary.json's `counts`), and its mean smoothed
-    RTT. None without them (a summary written before flows had counts) or without a loss, which leaves the
-    repetition out with that reason."""
-    counts, rtt = flow.get("counts") or {}, _mean(flow.get("rtt_s"))
-    if not rtt or counts.get("segs_sent") is None or counts.get("segs_lost") is None:
-        return None
-    return mathis_flow_bps(counts["segs_lost"], counts["segs_sent"], rtt)
-
-
-def _workload(rep: dict, flow: int, metric: str) -> float | None:
-    """KIND.KEY[.STAT] of one flow in one repetition's workload record."""
-    kind, *path = metric.split(".")
-    rec: Any = next((r for r in rep.get(kind) or [] if r.get("flow") == flow), None)
-    for key in path:
-        rec = rec.get(key) if isinstance(rec, dict) else None
-    return float(rec) if isinstance(rec, (int, float)) else None
 
 
 # --- verdicts ----------------------------------------------------------------------------------------------

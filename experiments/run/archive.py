@@ -207,6 +207,15 @@ class RepetitionTables:
         self.intervals.close()
         self.qdisc.close()
 
+    def rewrite_intervals(self, flows, bounds: list[tuple], rows_by_flow: dict, system_rows: list[dict]) -> None:
+        """intervals.csv again, once the rows were settled from every sample (measurement._settle), with the
+        columns the live file had."""
+        table = CsvTable(self.out / "intervals.csv", self.intervals.columns)
+        self.intervals = table
+        for i, (a, b, *_) in enumerate(bounds):
+            self.interval(i, a, b, flows, [rows_by_flow[f.index][i] for f in flows], system_rows[i])
+        table.close()
+
     def trace(self, flows, sampler_of) -> None:
         """trace.csv: every sample of each flow's sender socket (sampler_of: the sampler by the flow's key)."""
         table = CsvTable(self.out / "trace.csv", TRACE_COLUMNS)

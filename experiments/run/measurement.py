@@ -63,6 +63,7 @@ class Measurement:
         self.samplers: list = []
         self.rows_by_flow: dict[int, list[dict]] = {f.index: [] for f in flows}
         self.system_rows: list[dict] = []
+        self.bounds: list[tuple] = []   # per interval: a, b, T_max, each flow's share, the queues' drops, offered
 
     def run(self) -> dict:
         self._start()
@@ -80,7 +81,10 @@ class Measurement:
             for s in self.samplers:
                 s.stop()
         tables.trace(self.flows, self.sampler_of)
-        return self._record()
+        settled = self._settle(tables)
+        entry = self._record()
+        entry["settled"] = settled
+        return entry
 
     # --- start ------------------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -154,9 +158,10 @@ class Measurement:
         late = self._wait_samples(boundary + GRACE)   # samplers still late: the interval is degraded
         a, b = boundary - exp.interval, boundary
         t_max = self.capacity.t_max(a, b)
-        rows = []
+        rows, shares = [], self.capacity.shares(self.spans, a, b)
+        self.bounds.append((a, b, t_max, shares, q["dropped"] - prev["dropped"], q["offered"] - prev["offered"]))
         # T_max shared among the flows active in [a, b] only, over the links as they were then
-        for f, fs in zip(self.flows, self.capacity.shares(self.spans, a, b)):
+        for f, fs in zip(self.flows, shares):
             snd = FlowSeries(self.sampler_of[f.sender_key].window(f.sender_key, a, b))
             row = f.workload.interval(snd, a, b, fs or t_max)   # a UDP kind's own rows
             row.update(active=fs is not None, fair_share_bps=fs)
@@ -186,6 +191,28 @@ class Measurement:
                            *link_drop_samples(self.labels, q["per_link"], self.t0 + b),
                            *self.state.links.applied(), *queue_samples])
         return q
+
+    def _settle(self, tables: RepetitionTables) -> dict:
+        """Every interval's flow rows, and the system's sums of them, again from all the samples the samplers took
+        (the traffic is over and they have stopped): a live row reads what had arrived by its boundary, and a
+        sample that came after it is in neither interval's counters. Study 000 run T (2026-12-03): one
+        repetition's live rows held 0.25 of what its sockets acked, its fidelity ok; over a run's 546
+        repetitions the live system goodput was off by 0.05 % at the median and 1.3 % at the 99th percentile,
+        against PAUSE gains of a point. Prometheus keeps the live values (they were published then);
+        intervals.csv, the summary and the fidelity monitor take these. Returns how much they moved."""
+        moved = []
+        for i, (a, b, t_max, shares, dropped, offered) in enumerate(self.bounds):
+            rows = [self.rows_by_flow[f.index][i] for f in self.flows]
+            for f, fs, row in zip(self.flows, shares, rows):
+                snd = FlowSeries(self.sampler_of[f.sender_key].window(f.sender_key, a, b))
+                row.update(f.workload.interval(snd, a, b, fs or t_max))
+            sysrow, live = self.system_rows[i], self.system_rows[i]["goodput_bps"]
+            sysrow.update(system_interval(rows, t_max, dropped, offered))
+            self.monitor.rows[i]["goodput_bps"] = sysrow["goodput_bps"]
+            moved.append(abs(sysrow["goodput_bps"] - live) / sysrow["goodput_bps"] if sysrow["goodput_bps"] else
+                         float(live > 0))
+        tables.rewrite_intervals(self.flows, self.bounds, self.rows_by_flow, self.system_rows)
+        return {"intervals_moved": sum(m > 0 for m in moved), "largest_goodput_change": round(max(moved, default=0), 6)}
 
     def _bottleneck_share(self, a: float, b: float) -> float:
         """The bottleneck's capacity over [a, b] as a share of its own (1 unless an event changed it)."""
