@@ -159,15 +159,14 @@ class Measurement:
         a, b = boundary - exp.interval, boundary
         t_max = self.capacity.t_max(a, b)
         rows, shares = [], self.capacity.shares(self.spans, a, b)
-        self.bounds.append((a, b, t_max, shares, q["dropped"] - prev["dropped"], q["offered"] - prev["offered"]))
+        dropped, offered = q["dropped"] - prev["dropped"], q["offered"] - prev["offered"]
+        self.bounds.append((a, b, t_max, shares, dropped, offered))   # for _settle
         # T_max shared among the flows active in [a, b] only, over the links as they were then
-        for f, fs in zip(self.flows, shares):
-            snd = FlowSeries(self.sampler_of[f.sender_key].window(f.sender_key, a, b))
-            row = f.workload.interval(snd, a, b, fs or t_max)   # a UDP kind's own rows
+        for f, fs, row in zip(self.flows, shares, self._flow_rows(a, b, t_max, shares)):
             row.update(active=fs is not None, fair_share_bps=fs)
             rows.append(row)
             self.rows_by_flow[f.index].append(row)
-        sysrow = system_interval(rows, t_max, q["dropped"] - prev["dropped"], q["offered"] - prev["offered"])
+        sysrow = system_interval(rows, t_max, dropped, offered)
         sysrow["link_dropped"] = q["link_dropped"] - prev["link_dropped"]
         sysrow["t_max_bps"] = t_max
         # an interval computed while a sampler was more than 1 s late (stale counters) is marked degraded, said,
@@ -192,6 +191,11 @@ class Measurement:
                            *self.state.links.applied(), *queue_samples])
         return q
 
+    def _flow_rows(self, a: float, b: float, t_max: float, shares: list) -> list[dict]:
+        """Each flow's row over [a, b] from the samples its sender's sampler holds now (a UDP kind's own rows)."""
+        return [f.workload.interval(FlowSeries(self.sampler_of[f.sender_key].window(f.sender_key, a, b)), a, b,
+                                    fs or t_max) for f, fs in zip(self.flows, shares)]
+
     def _settle(self, tables: RepetitionTables) -> dict:
         """Every interval's flow rows, and the system's sums of them, again from all the samples the samplers took
         (the traffic is over and they have stopped): a live row reads what had arrived by its boundary, and a
@@ -203,9 +207,8 @@ class Measurement:
         moved = []
         for i, (a, b, t_max, shares, dropped, offered) in enumerate(self.bounds):
             rows = [self.rows_by_flow[f.index][i] for f in self.flows]
-            for f, fs, row in zip(self.flows, shares, rows):
-                snd = FlowSeries(self.sampler_of[f.sender_key].window(f.sender_key, a, b))
-                row.update(f.workload.interval(snd, a, b, fs or t_max))
+            for row, again in zip(rows, self._flow_rows(a, b, t_max, shares)):
+                row.update(again)
             sysrow, live = self.system_rows[i], self.system_rows[i]["goodput_bps"]
             sysrow.update(system_interval(rows, t_max, dropped, offered))
             self.monitor.rows[i]["goodput_bps"] = sysrow["goodput_bps"]
