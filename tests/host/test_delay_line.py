@@ -154,7 +154,10 @@ def test_a_killed_or_interrupted_run_leaves_no_line(ccrig, how):
             for ns in lines:
                 pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
                 for pid in pids:
-                    os.kill(int(pid), signal.SIGKILL)   # and a line itself killed: clean must not need it alive
+                    # and a line itself killed: clean must not need it alive (a process listed a moment ago may
+                    # have ended since: official CI on 4219937 found one gone)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
                 break
             said = subprocess.run([*CCRIG, "clean", "--prefix", f"ccrig-{run.pid}-"], cwd=ROOT, capture_output=True,
                                   text=True, timeout=120)

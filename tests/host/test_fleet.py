@@ -199,8 +199,12 @@ def _ended(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
 
 
 def test_a_study_by_kernel_on_a_fleet_groups_its_members_by_kernel_and_judges_its_claims(tmp_path, fleet):
-    from test_study_run import make_study   # its study of two specs and four claims
-    folder, out = make_study(tmp_path, repetitions=2), tmp_path / "studies"
+    from test_study_run import CLAIMS, make_study   # its study of two specs and four claims
+    # two repetitions a point (the fleet's six pairs): a t interval on one degree of freedom is 12.7 standard
+    # errors wide, so the bound asks half the line, not 85 % of it (official CI on 4219937: 9.68 Mbit/s, se 0.128,
+    # undecided against 8.5)
+    claims = [{**c, "test": {**c["test"], "value": 5e6}} if c["id"] == "alone-uses-the-link" else c for c in CLAIMS]
+    folder, out = make_study(tmp_path, claims=claims, repetitions=2), tmp_path / "studies"
     p = subprocess.Popen([*CCRIG_ARGV, "study", "run", str(folder), "--by-kernel", "--out", str(out),
                           "--prometheus", "off", "--no-progress", "--fleet", str(fleet.inventory)], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
