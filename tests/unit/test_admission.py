@@ -251,3 +251,26 @@ def test_no_pair_starts_once_the_deadline_has_passed_and_a_rerun_asked_after_it_
     engine.one_at_a_time([(0, 0), (0, 1), (0, 2), (0, 3)], lambda pair: pair, lambda pair: None, finished,
                          stop=lambda: clock[0] >= 30.0)
     assert ran == [(0, 0), (0, 1), (0, 1)]   # the third start would be at 30 s: (0, 2) and (0, 3) never ran
+
+
+@pytest.mark.parametrize("limit, rates, capacity", [
+    # 200 Mbit/s a pair fails on a margin (softirq 0.511 on kernel v1272): the round halfway between decides
+    (160e6, ["100mbit", "200mbit", "150mbit"], "150mbit"),
+    (120e6, ["100mbit", "200mbit", "150mbit"], "100mbit"),
+    (350e6, ["100mbit", "200mbit", "400mbit", "300mbit"], "300mbit"),
+    (900e6, ["100mbit", "200mbit", "400mbit", "800mbit"], "800mbit"),   # four rounds at most
+    (30e6, ["100mbit", "50mbit", "25mbit", "37mbit"], "25mbit"),
+    (10e6, ["100mbit", "50mbit", "25mbit", "12mbit"], "12mbit"),   # no round passed: the last one, not passed
+])
+def test_the_calibration_bisects_once_between_a_pass_and_a_fail(monkeypatch, tmp_path, limit, rates, capacity):
+    from ccrig.experiments.run import calibration
+
+    def round_at(rate: str, out, prefix) -> dict:   # a machine that carries pairs up to `limit` each
+        bps = float(rate.removesuffix("mbit")) * 1e6
+        return {"rate": rate, "offered_pps": bps / 1e4, "goodput_of_t_max": 0.99 if bps <= limit else 0.95,
+                "softirq_busiest_core": 0.2}
+    monkeypatch.setattr(calibration, "_round", round_at)
+    record = calibration.measure(tmp_path / "cal", "ccrig-test")
+    assert [r["rate"] for r in record["rounds"]] == rates
+    assert record["capacity_pps"] == float(capacity.removesuffix("mbit")) * 1e6 / 1e4
+    assert record["passed"] == (limit >= 12e6)
