@@ -116,19 +116,19 @@ def for_run(root: Path, prefix: str) -> dict | None:
 
 
 def measure(folder: Path, prefix: str) -> dict:
-    """Rounds from START up (doubling while they pass) or down (halving while they fail): the highest that passed."""
+    """Rounds from START up (doubling while they pass) or down (halving while they fail), then one halfway between
+    the last pass and fail: the highest that passed."""
     if folder.exists():
         shutil.rmtree(folder)   # a killed calibration's runs: this one replaces them
     record = {"key": key(), "kernel": platform.release(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_average": list(os.getloadavg()),
               "pairs": PAIRS, "rounds": [], "folder": str(folder)}
-    rate, best, passed_at, failed_at = START, None, None, None
+    rate, passed_at, failed_at = START, None, None
     for i in range(TRIES):
         check = _round(f"{max(1, int(rate / 1e6))}mbit", folder / f"round{i}", prefix)
         check["passed"] = check["goodput_of_t_max"] >= FULL and check["softirq_busiest_core"] < SOFTIRQ_SATURATED
         record["rounds"].append(check)
         if check["passed"]:
-            best = check if best is None or check["offered_pps"] > best["offered_pps"] else best
             passed_at = max(passed_at or 0.0, rate)
         else:
             failed_at = min(failed_at or float("inf"), rate)
@@ -141,6 +141,8 @@ def measure(folder: Path, prefix: str) -> dict:
             rate = (passed_at + failed_at) / 2
         else:
             break
+    passed = [r for r in record["rounds"] if r["passed"]]
+    best = max(passed, key=lambda r: r["offered_pps"], default=None)
     chosen = best or record["rounds"][-1]
     record.update(capacity_pps=chosen["offered_pps"], passed=best is not None)
     return record
