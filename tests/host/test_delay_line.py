@@ -194,8 +194,13 @@ def test_a_flows_handshake_sees_the_path_not_an_arp_exchange(ccrig):
         for row in csv.DictReader(f):
             if row["srtt_s"] not in ("", "0", "0.0"):
                 first.setdefault(row["flow"], float(row["srtt_s"]))
-    # the handshake's packets are small: its RTT is the configured one plus well under a millisecond
-    assert len(first) == 2 and all(rtt - TOL_S <= s <= rtt + 1e-3 for s in first.values()), first
-    # and the delay check, which reads TCP's min RTT, finds each flow's within its bounds
+    # the handshake's packets are small: its RTT is the configured one plus well under a millisecond, plus what
+    # the lines held a packet beyond their delay (their own count, hold_max_s): a busy 2-core machine ran one
+    # line 22 ms late (CI at 6701489, flow 0's first srtt 222.7 ms). An ARP exchange would add a delayed
+    # direction of an access link, rtt/2, which no lateness up to rtt/8 can hide
     delay = json.loads((run / "points/000/rep0/repetition.json").read_text())["fidelity"]["delay"]
+    late = max(line["hold_max_s"] - line["delay_ns"] / 1e9 for line in delay["lines"].values())
+    assert late <= rtt / 8, delay["lines"]
+    assert len(first) == 2 and all(rtt - TOL_S <= s <= rtt + 1e-3 + 2 * late for s in first.values()), (first, late)
+    # and the delay check, which reads TCP's min RTT, finds each flow's within its bounds
     assert len(delay["flows"]) == 2 and all(f["ok"] for f in delay["flows"]), delay
