@@ -86,16 +86,27 @@ def run_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS,
 
 
 def law_flow(bed: NetnsTestbed, cc: str, seconds: float = SECONDS, during: Callable[[], None] | None = None):
-    """run_flow once, and the runs of its samples that the kernel's BPF struct_ops fault left alone
+    """run_flow, and the runs of its samples that the kernel's BPF struct_ops fault left alone
     (tcp_modules/bpf_fault.py: a skipped ssthresh callback leaves a garbage ssthresh, and the window is the
     fault's until congestion avoidance resumes). The law is read from those runs only; what was cut out is
-    counted, and is printed, never retried."""
+    counted and printed. A plain flow (no during()) the fault took more than half of is followed by one more,
+    whose clean runs are added to the first's, never put in their place: CI at 6d9e006 had a 4-s
+    poly_piad flow lose 395 of its 569 samples, 3.2 s in one episode, too few round trips left to read the
+    increase from. Returns the first flow's iperf3 JSON and samples, and the clean runs of all."""
     result, samples = run_flow(bed, cc, seconds, during)
+    runs, excluded = clean_flow_runs(cc, samples)
+    if during is None and excluded > len(samples) / 2:
+        runs += clean_flow_runs(cc, run_flow(bed, cc, seconds, during)[1])[0]
+    return result, samples, runs
+
+
+def clean_flow_runs(cc: str, samples) -> tuple[list[list], int]:
+    """bpf_fault.clean_runs of one flow's samples, printing what the fault took."""
     runs, excluded = bpf_fault.clean_runs(samples)
     if excluded:
         print(f"{cc}: {excluded} of {len(samples)} samples excluded, the kernel's BPF struct_ops fault "
               f"{bpf_fault.spans(samples)}")
-    return result, samples, runs
+    return runs, excluded
 
 
 def loss_events(samples) -> list[tuple[int, int, int | None]]:
