@@ -13,6 +13,12 @@ agreement and the undecided share, and counted apart (`unjudged`); so is a claim
 claim retired or added between the runs: `one_sided`), whatever its verdict there. A claim decided (holds, fails,
 no-difference) without an interval over repetitions is named: the engine never gives one, so it marks a
 claims.json from before it.
+
+Holds (or fails) in one run and no-difference in the other is a disagreement, but not always a contradiction:
+with a margin m, "holds" says the difference is above 0 and "no-difference" that it lies within ±m, and both are
+true of a difference between 0 and m. Where the two intervals share a difference the pair is counted as
+`compatible` (still not agreeing): which of the two a run reaches first is the sampling's, not the truth's (as the
+interval narrows around d, no-difference comes first when |d| < m/2, holds or fails when |d| > m/2).
 """
 from __future__ import annotations
 
@@ -43,6 +49,15 @@ def _header(doc: dict) -> dict:
     return {k: doc.get(k) for k in ("study", "started", "seed", "host_kernel", "quick", "study_sha256")}
 
 
+def compatible(x: dict, y: dict) -> bool:
+    """Whether two decided verdicts of a claim that differ can both be true: holds or fails in one, no-difference
+    in the other, and their intervals overlap (a difference in both lies between 0 and the margin)."""
+    if {x.get("verdict"), y.get("verdict")} not in ({"holds", "no-difference"}, {"fails", "no-difference"}):
+        return False
+    (lx, hx), (ly, hy) = x.get("interval") or (None, None), y.get("interval") or (None, None)
+    return None not in (lx, hx, ly, hy) and max(lx, ly) < min(hx, hy)
+
+
 def compare(a: dict, b: dict) -> dict:
     """Claim by claim, the two runs' verdicts and measures, and the counts the issue's goals read."""
     if a.get("study") != b.get("study"):
@@ -53,6 +68,7 @@ def compare(a: dict, b: dict) -> dict:
         x, y = first.get(cid, {}), second.get(cid, {})
         rows.append({"id": cid, "a": x.get("verdict", "absent"), "b": y.get("verdict", "absent"),
                      "agree": x.get("verdict") == y.get("verdict") and cid in first and cid in second,
+                     "compatible": compatible(x, y),
                      "a_measured": x.get("measured"), "b_measured": y.get("measured")})
     # a claim one run did not run (its part left the spec out) cannot be judged between the two either
     unjudged = [r for r in rows if r["a"] == r["b"] == "not-applicable"
@@ -64,7 +80,8 @@ def compare(a: dict, b: dict) -> dict:
         return [c["id"] for c in doc["claims"] if c.get("verdict") in DECIDED and not c.get("interval")]
 
     return {"a": _header(a), "b": _header(b), "claims": rows, "agree": sum(r["agree"] for r in judged),
-            "of": len(judged), "unjudged": len(unjudged), "one_sided": len(one_sided),
+            "compatible": sum(r["compatible"] for r in judged), "of": len(judged), "unjudged": len(unjudged),
+            "one_sided": len(one_sided),
             "undecided": {side: sum(r[side] == "undecided" for r in judged) for side in ("a", "b")},
             "without_interval": {"a": without_interval(a), "b": without_interval(b)},
             "same_claims": a.get("study_sha256") == b.get("study_sha256")}
@@ -75,23 +92,30 @@ def compare_many(docs: list[dict], labels: list[str]) -> dict:
     A claim is judged by the runs that ran its specs (a part of a study leaves the others' claims "not run"), and
     counted when two or more did; it is `stable` when they all gave it the same decided verdict, and `two_ways`
     when one said holds and another fails: the runs a study's RESULTS.md sets beside each other, read at once."""
-    pairs = [{"a": labels[i], "b": labels[j], "agree": doc["agree"], "of": doc["of"]}
+    pairs = [{"a": labels[i], "b": labels[j], "agree": doc["agree"], "compatible": doc["compatible"], "of": doc["of"]}
              for i in range(len(docs)) for j in range(i + 1, len(docs)) for doc in [compare(docs[i], docs[j])]]
     by_run = [{c["id"]: "not run" if outside_the_run(c) else c.get("verdict") for c in d["claims"]} for d in docs]
+    claims = [{c["id"]: c for c in d["claims"]} for d in docs]
     rows = []
     for cid in dict.fromkeys(c for run in by_run for c in run):
         verdicts = [run.get(cid, "absent") for run in by_run]
         ran = [v for v in verdicts if v not in ("absent", "not run")]
+        decided = [run[cid] for run, v in zip(claims, verdicts) if v in DECIDED]
         rows.append({"id": cid, "verdicts": verdicts, "judged": len(ran) >= 2,
                      "stable": len(ran) >= 2 and len(set(ran)) == 1 and ran[0] in DECIDED,
-                     "two_ways": {"holds", "fails"} <= set(ran)})
+                     "two_ways": {"holds", "fails"} <= set(ran),
+                     # every run decided it, not all alike, and every two that differ can both be true
+                     "compatible": len(ran) >= 2 and len(decided) == len(ran) and len(set(ran)) > 1
+                     and all(x["verdict"] == y["verdict"] or compatible(x, y)
+                             for i, x in enumerate(decided) for y in decided[i + 1:])})
     judged = [r for r in rows if r["judged"]]
     return {"runs": [{"label": label, **_header(d)} for label, d in zip(labels, docs)], "pairs": pairs,
             "claims": rows, "stable": sum(r["stable"] for r in judged), "of": len(judged),
             "undecided": [{"undecided": sum(r["verdicts"][i] == "undecided" for r in judged),
                            "of": sum(r["verdicts"][i] not in ("absent", "not run") for r in judged)}
                           for i in range(len(docs))],
-            "two_ways": [r["id"] for r in rows if r["two_ways"]]}
+            "two_ways": [r["id"] for r in rows if r["two_ways"]],
+            "compatible": [r["id"] for r in rows if r["judged"] and r["compatible"]]}
 
 
 def markdown_many(doc: dict) -> str:
@@ -110,7 +134,11 @@ def markdown_many(doc: dict) -> str:
              f"runs judged ({doc['stable'] / n:.0%})"
              "; undecided per run: " + ", ".join(f"{u['undecided']} of {u['of']}" for u in doc["undecided"])
              + "; decided two ways (holds in one run, fails in another): "
-             + (", ".join(doc["two_ways"]) or "none") + ".", "",
+             + (", ".join(doc["two_ways"]) or "none")
+             + "; decided in every run, differently but without contradiction (holds or fails beside no "
+               "difference, the intervals sharing a difference within the margin): "
+             + (", ".join(doc["compatible"]) or "none")
+             + ".", "",
              "| agreement | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     lines += [f"| {x} | " + " | ".join("" if x == y else cell(x, y) for y in labels) + " |" for x in labels]
     lines += ["", "| claim | " + " | ".join(labels) + " | stable |", "|---|" + "---|" * (len(labels) + 1)]
@@ -135,7 +163,9 @@ def markdown(doc: dict) -> str:
              + "; undecided: "
              f"{doc['undecided']['a']} in A, {doc['undecided']['b']} in B ({doc['undecided']['a'] / n:.0%}, "
              f"{doc['undecided']['b'] / n:.0%}); decided without an interval over repetitions: "
-             f"{len(doc['without_interval']['a'])} in A, {len(doc['without_interval']['b'])} in B.", "",
+             f"{len(doc['without_interval']['a'])} in A, {len(doc['without_interval']['b'])} in B; "
+             f"disagreeing without contradiction (holds or fails beside no difference, the intervals sharing a "
+             f"difference within the margin): {doc['compatible']}.", "",
              "| claim | A | B | A measured | B measured |", "|---|---|---|---|---|"]
     for r in doc["claims"]:
         mark = "" if r["agree"] else "**"

@@ -91,7 +91,32 @@ def test_many_runs_give_every_pairs_agreement_and_each_claims_verdicts():
     md = study_compare.markdown_many(doc)
     assert "undecided per run: 1 of 4, 0 of 4, 0 of 3;" in md and "| A |  | 2/4 | 2/3 |" in md
     assert "| c3 | fails | fails | – | yes |" in md and "x9" not in md
-    assert "2 of 4 claims two or more runs judged (50%)" in md and "fails in another): c4." in md
+    assert "2 of 4 claims two or more runs judged (50%)" in md and "fails in another): c4;" in md
+    assert doc["compatible"] == [] and "within the margin): none." in md
+
+
+def with_interval(doc: dict, cid: str, low: float, high: float) -> dict:
+    next(c for c in doc["claims"] if c["id"] == cid)["interval"] = [low, high]
+    return doc
+
+
+def test_holds_beside_no_difference_is_compatible_only_where_the_intervals_share_a_difference():
+    # study 000's fig7-files-beat-bulk, margin 1 point: holds [0.08, 1.45] in run X, no difference [-0.16, 0.90]
+    # in run V: a gain between 0.08 and 0.90 makes both true; a disagreement all the same
+    x = with_interval(run({"c1": "holds", "c2": "holds", "c3": "fails", "c4": "undecided"}, 1), "c1", 0.08, 1.45)
+    v = with_interval(run({"c1": "no-difference", "c2": "no-difference", "c3": "no-difference", "c4": "holds"}, 2),
+                      "c1", -0.16, 0.90)
+    with_interval(x, "c2", 0.95, 1.6)
+    with_interval(v, "c2", -0.5, 0.9)        # holds above 0.95, no difference below 0.9: one of them is wrong
+    with_interval(x, "c3", -0.9, -0.2)
+    with_interval(v, "c3", -0.3, 0.4)        # a difference between -0.3 and -0.2 makes both true
+    doc = study_compare.compare(x, v)
+    assert [r["compatible"] for r in doc["claims"]] == [True, False, True, False]
+    assert doc["agree"] == 0 and doc["compatible"] == 2
+    assert "within the margin): 2." in study_compare.markdown(doc)
+    many = study_compare.compare_many([x, v, x], ["X", "V", "X2"])
+    assert many["compatible"] == ["c1", "c3"] and many["pairs"][0]["compatible"] == 2
+    assert "within the margin): c1, c3." in study_compare.markdown_many(many)
 
 
 def test_compare_takes_two_or_more_runs_and_says_so(tmp_path):
