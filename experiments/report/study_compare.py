@@ -94,8 +94,8 @@ def compare_many(docs: list[dict], labels: list[str]) -> dict:
     when one said holds and another fails: the runs a study's RESULTS.md sets beside each other, read at once."""
     pairs = [{"a": labels[i], "b": labels[j], "agree": doc["agree"], "compatible": doc["compatible"], "of": doc["of"]}
              for i in range(len(docs)) for j in range(i + 1, len(docs)) for doc in [compare(docs[i], docs[j])]]
-    by_run = [{c["id"]: "not run" if outside_the_run(c) else c.get("verdict") for c in d["claims"]} for d in docs]
     claims = [{c["id"]: c for c in d["claims"]} for d in docs]
+    by_run = [{cid: "not run" if outside_the_run(c) else c.get("verdict") for cid, c in run.items()} for run in claims]
     rows = []
     for cid in dict.fromkeys(c for run in by_run for c in run):
         verdicts = [run.get(cid, "absent") for run in by_run]
