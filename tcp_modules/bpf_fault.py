@@ -17,7 +17,8 @@ Detected per sample: a threshold or window of 2^24 segments or more, where the l
 in include/ccrig_law.h) and no path we build comes near, other than the kernel's "infinite" ssthresh (the
 kernel reports a garbage ssthresh above it as infinite, but then the window is garbage too). Excluded per
 trace: the samples hit and the ones after them up to the next sample in congestion avoidance (Open state,
-cwnd >= ssthresh, not hit), since until then the window is the fault's, not the law's.
+cwnd >= ssthresh, not hit) whose threshold is at most twice the largest Open window before the fault, since
+until then the window is the fault's, not the law's.
 
 Not detectable here: a skipped callback that returns nothing (cong_avoid, set_state) loses that ACK's
 increase, a fraction of a segment, which no law check can tell from sampling noise.
@@ -41,16 +42,24 @@ def hit(info: Mapping) -> bool:
 
 def episodes(trace: Trace) -> list[tuple[int, int]]:
     """The faults in a trace, each as [first, end) sample indices: from a sample hit to the next sample in
-    congestion avoidance that is not (or to the end of the trace)."""
+    congestion avoidance that is not, at a threshold the path could have set (at most twice the largest Open
+    window before the fault), or to the end of the trace. A law with a small decrease can be back in congestion
+    avoidance with the fault's threshold still far above the path: CI at d4b0157 had poly_piad, whose decrease
+    is a few segments a loss, at ssthresh 298 on a path that held 48, and in Recovery for the 2.7 s left."""
     out: list[tuple[int, int]] = []
-    start = None
+    start = bound = None
+    wmax = 0   # the largest Open window outside the faults so far
     for i, (_, info) in enumerate(trace):
+        cwnd, ss, state = info.get("snd_cwnd", 0), info.get("snd_ssthresh", 0), info.get("ca_state")
         if hit(info):
             if start is None:
-                start = i
-        elif start is not None and info.get("ca_state") == OPEN and info.get("snd_cwnd", 0) >= info.get("snd_ssthresh", 0):
+                start, bound = i, 2 * wmax or None
+        elif start is None:
+            wmax = max(wmax, cwnd) if state == OPEN else wmax
+        elif state == OPEN and cwnd >= ss and (bound is None or ss <= bound):
             out.append((start, i))
             start = None
+            wmax = max(wmax, cwnd)
     if start is not None:
         out.append((start, len(trace)))
     return out

@@ -4,8 +4,9 @@ between our own namespaces, their cwnd traces (the sampler's TCP_INFO) show the 
 Path: one sender -> router (htb 10 Mbit/s + pfifo 24 packets, wire-sized packets) -> one receiver, built by the
 netns testbed from a dumbbell. No added delay (this kernel has no netem): the RTT is the queue's, 2-30 ms.
 
-Each law is read once from one flow: the samples the kernel's BPF struct_ops fault governs (a skipped ssthresh
-callback, tcp_modules/bpf_fault.py) are cut out of its trace and counted, and the law is read from the rest.
+Each law is read from one flow: the samples the kernel's BPF struct_ops fault governs (a skipped ssthresh
+callback, tcp_modules/bpf_fault.py) are cut out of its trace and counted, and the law is read from the rest (with
+another flow's, when the fault took more than half: support/lawflow.law_flow).
 """
 from __future__ import annotations
 

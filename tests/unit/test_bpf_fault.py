@@ -45,6 +45,18 @@ def test_a_fault_at_the_end_or_the_start_and_two_faults():
     assert bpf_fault.clean_runs(end) == ([end[:1]], 1)
     assert bpf_fault.spans(end) == [(0.01, 0.01)]
     two = trace((RECOVERY, GARBAGE, 1 << 28), (OPEN, 12, 13), (OPEN, 12, 14),
-                (OPEN, 1069747086, 1069747086), (OPEN, 30, 31))
+                (OPEN, 1069747086, 1069747086), (OPEN, 25, 26))
     assert bpf_fault.episodes(two) == [(0, 1), (3, 4)]
     assert bpf_fault.clean_runs(two) == ([two[1:3], two[4:]], 2)
+
+
+def test_congestion_avoidance_at_a_threshold_the_path_never_had_is_still_the_faults():
+    # CI at d4b0157, poly_piad (a decrease of a few segments a loss) on a path holding 48: after the fault one
+    # Open sample at cwnd = ssthresh = 298, then Recovery for the rest of the flow, ssthresh falling by 2 a loss
+    t = trace((OPEN, bpf_fault.INFINITE_SSTHRESH, 46), (RECOVERY, 44, 30), (OPEN, 38, 40),
+              (RECOVERY, GARBAGE, 1 << 28), (OPEN, 298, 298), (RECOVERY, 296, 40), (RECOVERY, 210, 37))
+    assert bpf_fault.episodes(t) == [(3, 7)]
+    # it ends at congestion avoidance within twice the largest Open window before it (2 x 46 here)
+    back = t + trace((OPEN, 93, 93), (OPEN, 92, 92), (OPEN, 92, 93))
+    assert bpf_fault.episodes(back) == [(3, 8)]
+    assert bpf_fault.clean_runs(back) == ([back[:3], back[8:]], 5)
