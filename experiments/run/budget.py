@@ -4,7 +4,8 @@
     look 1       every claim judged (analysis/verdicts.py at look 1 of the design)
     then, while some claim is undecided, a look is left and the budget buys a repetition:
                  allocation.next_pairs (a step for every claim, then whole claims, the cheapest to decide first,
-                 then the most informative points, within the budget left shared
+                 then the most informative points, and in the last round the rest to the undecided claims'
+                 points, fewest repetitions first, within the budget left shared
                  among the rounds still to come, at each spec's cost per pair measured so far times the last
                  round's pace: its time over what its pairs cost at those costs) raises those points'
                  repetitions in study.json, the specs run again (each run directory gains repetitions in place:
@@ -279,7 +280,8 @@ class Loop:
         pairs = [] if final else next_pairs([r.judgement for r in results if r.judgement is not None], share,
                                             {key(*parse_key(p)): cost[parse_key(p)[0]] for r in results
                                              if r.judgement for p in [*(part[0] for part in r.judgement.parts),
-                                                                      *r.judgement.needs]})
+                                                                      *r.judgement.needs]},
+                                            last=rounds == 1)
         undecided = [r for r in results if r.verdict not in DECIDED]
         if not final and undecided and not pairs:
             # no look follows after all (nothing affordable, or nothing would decide them): this look is the
