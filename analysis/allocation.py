@@ -20,8 +20,9 @@ def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[s
       3. the points still wanted, most informative first: a point's worth is the share of the undecided claims'
          variance its repetitions remove, per second of its cost; the last that fits gets what is left;
       4. last: no round follows this one, so what the needs left unbought is spread over those claims' points, one
-         repetition at a time to the point with the fewest, up to doubling each (study 000 runs Y and Z ended with 8.6 and 11.8 of
-         45 minutes unspent, a claim undecided in each: 80 % power is what a need aims at, not a ceiling).
+         repetition at a time to the point with the fewest, up to doubling each (study 000 runs Y and Z ended
+         with 8.6 and 11.8 of 45 minutes unspent, a claim undecided in each: 80 % power is what a need aims at,
+         not a ceiling).
     Needs come from the spread and margin (sequential.needs), steps from the repetitions so far: never the
     differences."""
     open_ = [j for j in judgements if j.verdict == "undecided" and not j.final and j.look < j.max_looks and j.needs]

@@ -5,8 +5,9 @@ should have run it returns an uninitialised stack word instead. For `ssthresh` t
 snd_ssthresh; proportional rate reduction then turns it into a cwnd of 10^8..10^9, the flow bursts hundreds
 of packets into the queue, and the losses that follow halve the garbage threshold for a second or more before
 the law is back in control (our programs cut that short: bpf/ccrig_tcp.bpf.h applies the law to the window of
-the last loss it saw when the kernel hands it a window of 2^24 segments or more). Seen on this project's machine (6.18.44-fc, a sandbox's build of 6.18, not
-upstream Linux): its __bpf_prog_enter returns 0 (skip the program) when the CPU runs it on top of a thread of
+the last loss it saw when the kernel hands it a window of 2^24 segments or more; that loss may be one of the
+burst's, hundreds of segments above the path). Seen on this project's machine (6.18.44-fc, a sandbox's build of
+6.18, not upstream Linux): its __bpf_prog_enter returns 0 (skip the program) when the CPU runs it on top of a thread of
 the machine's init process (current->tgid == 1: a softirq, i.e. an ACK or the RACK reordering timer,
 interrupting PID 1), and the word is the address the return thunk leaves on the stack (srso_return_thunk + 5
 = 2183157349 here, srso_alias_return_thunk + 5 = 2165326096 on another CPU model). Reproduced with the kernel's
