@@ -7,11 +7,11 @@ from __future__ import annotations
 STEP_SHARE = 0.5     # of a round's budget for every claim's step (next_pairs); the rest decides whole claims
 
 
-def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[str, float] | float = 1.0,
-               last: bool = False) -> list[tuple[str, int]]:
+def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[str, float] | float = 1.0
+               ) -> list[tuple[str, int]]:
     """More repetitions where undecided claims that can still look again need them: three passes within the
-    budget (a fourth in the `last` round), each funding claims the cheapest first (what its asks add to the
-    repetitions given so far, priced):
+    budget (a fourth in the last round: the claims' next look is their last), each funding claims the cheapest
+    first (what its asks add to the repetitions given so far, priced):
       1. a step for every claim, its needs capped at doubling each point, within STEP_SHARE of the budget (study
          001 run J's second round went whole to two claims' 66 pairs; three claims whose planned 118 a point no
          round could pay kept 3); the claims a step completes first;
@@ -19,7 +19,7 @@ def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[s
          one point one claim needed 119 more of, while claims needing 1-23 got none);
       3. the points still wanted, most informative first: a point's worth is the share of the undecided claims'
          variance its repetitions remove, per second of its cost; the last that fits gets what is left;
-      4. last: no round follows this one, so what the needs left unbought is spread over those claims' points, one
+      4. the last round: no round follows it, so what the needs left unbought is spread over those claims' points, one
          repetition at a time to the point with the fewest, up to doubling each (study 000 runs Y and Z ended
          with 8.6 and 11.8 of 45 minutes unspent, a claim undecided in each: 80 % power is what a need aims at,
          not a ceiling).
@@ -41,17 +41,24 @@ def next_pairs(judgements: list[Judgement], budget_left_s: float, cost_s: dict[s
     for k, n in _most_informative(open_, given, left, cost):
         out[k] = out.get(k, 0) + n
         left -= n * cost(k)
-    if last:
+    if open_ and all(j.look + 1 == j.max_looks for j in open_):
         for k, n in _fewest_first(open_, out, left, cost).items():
             out[k] = out.get(k, 0) + n
     return [(k, n) for k, n in out.items() if n > 0]
 
 
+def _had(judgements: list[Judgement]) -> dict[str, int]:
+    """The repetitions each point (unit) of these claims has had so far."""
+    have: dict[str, int] = {}
+    for j in judgements:
+        for key, _, _, n in j.parts:
+            have[unit(key)] = max(have.get(unit(key), 0), n)
+    return have
+
+
 def _step(j: Judgement, need: dict[str, int]) -> dict[str, int]:
     """A claim's needs capped at doubling each point's repetitions (a schedule no observed difference chose)."""
-    have: dict[str, int] = {}
-    for key, _, _, n in j.parts:
-        have[unit(key)] = max(have.get(unit(key), 0), n)
+    have = _had([j])
     return {u: min(n, max(1, have.get(u, n))) for u, n in need.items()}
 
 
@@ -78,10 +85,7 @@ def _fewest_first(judgements: list[Judgement], given: dict[str, int], left: floa
     given; ties by name), while one is affordable and no point gets more than doubled beyond what the needs
     gave it (a long --budget is an allowance, not an order to spend it on one claim): a schedule from the
     repetitions alone, no data's."""
-    have: dict[str, int] = {}
-    for j in judgements:
-        for key, _, _, n in j.parts:
-            have[unit(key)] = max(have.get(unit(key), 0), n)
+    have = _had(judgements)
     extra: dict[str, int] = {}
     while True:
         affordable = [u for u in have if 0 < cost(u) <= left and extra.get(u, 0) < have[u] + given.get(u, 0)]

@@ -280,8 +280,7 @@ class Loop:
         pairs = [] if final else next_pairs([r.judgement for r in results if r.judgement is not None], share,
                                             {key(*parse_key(p)): cost[parse_key(p)[0]] for r in results
                                              if r.judgement for p in [*(part[0] for part in r.judgement.parts),
-                                                                      *r.judgement.needs]},
-                                            last=rounds == 1)
+                                                                      *r.judgement.needs]})
         undecided = [r for r in results if r.verdict not in DECIDED]
         if not final and undecided and not pairs:
             # no look follows after all (nothing affordable, or nothing would decide them): this look is the

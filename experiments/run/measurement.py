@@ -314,6 +314,7 @@ class Measurement:
         entry["warnings"] += [x[k] for x in inside.values() for k in ("warning", "note") if k in x]
         if self.state.pause is not None:
             entry["pause"] = self.state.pause.summary()
+            self.state.pause.judge(entry["fidelity"], entry["pause"], b - a)
         links = self.state.links.drops()[2]   # each drop point's totals (BPF or netem); failed link events
         if links:
             entry["links"] = links

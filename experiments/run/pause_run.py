@@ -8,7 +8,9 @@
                           (NIC flow control through ethtool, on whichever machine the node is, restored at
                           stop; the XOFF/XON controller)
                           samples() every interval -> Prometheus (the controller's statistics, the NICs'
-                          pause counters); summary() at the end -> summary.json; stop() in the teardown, always
+                          pause counters); summary() at the end -> summary.json, judge() its fidelity (an
+                          emulated controller that went without looking at the queue); stop() in the
+                          teardown, always
     per point   with `pause_gain` the point also runs without PAUSE (baseline(): T1 = T2 = B2, the study's own
                           definition, same controller and tbf on link B so only the thresholds differ): those
                           repetitions are pairs of their own in the run's seeded order (variant "baseline");
@@ -34,7 +36,7 @@ from ccrig.topologies.pause.emulated import PAUSE_HELP, STATS, prometheus_sample
 from ccrig.topologies.pause.ethtool import NIC_HELP, NicPause, nic_samples, wait_carrier
 from ccrig.experiments.telemetry import exporter
 from ccrig.experiments import spec as specmod
-from ccrig.experiments.run import summary
+from ccrig.experiments.run import fidelity, summary
 from ccrig.experiments.run.collectors import QdiscReader
 from ccrig.errors import RunError, field_error
 from ccrig.needs import Need
@@ -42,6 +44,15 @@ from ccrig.needs import Need
 # the controller's series are the run's like any other: HELP and TYPE from the one table the exporter reads
 exporter.HELP.update(PAUSE_HELP)
 exporter.HELP.update(NIC_HELP)
+
+
+# the emulated controller sleeps at most max_sleep (10 ms) between looks at node 2's queue; a longer gap is the
+# CPU it did not get. A pause held that long idles the bottleneck once the queue drained (T2/ν: 0.1 s at study
+# 000's T2 = 15 and scale 10) and a late XOFF overflows B2, so the repetition's goodput may move by up to the
+# gap's share of the window: at most this one (1 %, the study's margins are a point of gain). Study 000's runs
+# of 2026-12-04/05 (1580 repetitions with PAUSE on): the longest reaction (a gap's lower bound) 5-15 ms at the
+# median, above 0.3 s in 16, whose goodput read 0.9 % below their points' medians on average (-9.7 % at worst)
+CONTROLLER_GAP_SHARE = 0.01
 
 
 def testbed_class(exp: specmod.Experiment):
@@ -193,6 +204,8 @@ class PauseRun:
             lat = sorted(s.latency_s)
             out.update({"xoff": s.xoff, "xon": s.xon, "refreshes": s.refreshes, "expiries": s.expiries,
                         "paused_s": s.paused_s, "polls": s.polls, "max_occupancy": s.max_occupancy,
+                        "controller": {"longest_gap_s": s.longest_gap_s, "cpu_s": s.cpu_s,
+                                       "cpu_cores": s.cpu_s / s.elapsed_s if s.elapsed_s else None},
                         "reaction_s": {"n": len(lat), **{name: (lat[min(len(lat) - 1, int(q * len(lat)))]
                                                                 if lat else None) for name, q in STATS}}})
             if s.agent_signals is not None:
@@ -206,6 +219,21 @@ class PauseRun:
                 w.writerow(["latency_s", "actuate_s"])
                 w.writerows(zip(s.latency_s, s.actuate_s))
         return out
+
+    @staticmethod
+    def judge(fid: dict, record: dict, window_s: float) -> None:
+        """Turns a repetition's fidelity verdict testbed-limited when its emulated controller went longer than
+        CONTROLLER_GAP_SHARE of the measured window without a look at node 2's queue (a pause held past the
+        queue's draining idles the bottleneck; a late XOFF lets B2 overflow)."""
+        gap = (record.get("controller") or {}).get("longest_gap_s")
+        # a baseline's controller (T1 = T2 = B2) never pauses: its gaps change nothing
+        if not record.get("paused") or gap is None or window_s <= 0 or gap <= CONTROLLER_GAP_SHARE * window_s:
+            return
+        fid["reasons"].append(f"the PAUSE controller went {gap:.3f} s without a look at node 2's queue (more than "
+                              f"{CONTROLLER_GAP_SHARE:.0%} of the {window_s:g}-s measured window): it did not get "
+                              f"the CPU, so its pauses were not the spec's")
+        fid["verdict"] = "testbed-limited"
+        fidelity.name_steal(fid)
 
     def _stop_controller(self):
         if self.final is None and self.ctl is not None:

@@ -4,9 +4,12 @@ With PAUSE on and T1 < B2, node 2's queue must stop overflowing while node 1's t
 nothing may be paused. XOFF/XON counts, the time paused and the latency samples are non-zero exactly then.
 """
 import csv
+import fcntl
 import json
 import os
+import signal
 import subprocess
+from dataclasses import asdict
 
 import pytest
 
@@ -14,7 +17,7 @@ from ccrig.commands import Commands
 from ccrig.errors import RunError
 from ccrig.topologies.testbeds.netns import NetnsTestbed
 from ccrig.topologies.pause import chain_config, chain_controller
-from ccrig.topologies.pause.emulated import EmulatedPause, prometheus_samples
+from ccrig.topologies.pause.emulated import EmulatedPause, Here, prometheus_samples
 from ccrig.topologies.named.pause_chain import PauseChainSpec
 from support import wait
 from support.exposition import render
@@ -175,3 +178,39 @@ def test_stop_restores_the_link_after_the_controller_died(chain):
     assert stats.xoff > 0
     assert ctl.proc.returncode == -signal.SIGKILL
     assert qdisc(bed, "n1", "n2")["1:"]["options"]["rate"] == round(spec.rate_bps(spec.link_b.rate) / 8)
+
+
+F_SETPIPE_SZ = 1031   # fcntl.h: a pipe's capacity (one page at least)
+
+
+def test_a_reader_that_stops_reading_does_not_hold_the_controller(chain):
+    """The runner reads the controller's pipe when the CPU scheduler lets it: on a machine the pairs side by side
+    fill, not for seconds. Here nobody reads during the traffic and the pipe holds one page (the events of about
+    a second): the controller must keep looking at the queue all along, and every event must still arrive once
+    the reader is back. Blocked in write(), it held pauses for 1.2 and 3.2 s in study 000's run AB."""
+    spec = chain_spec(high=12, low=8)
+    bed, topo = chain(spec)
+    cfg = chain_config(spec, topo, bed)
+    here = Here(bed.commands, cfg)
+    here.up.run(["tc", "qdisc", "del", "dev", cfg.up_dev, "root"], check=False)
+    for argv in cfg.tbf_argv(cfg.rate_bps):
+        here.up.run(argv)
+    proc = here.popen("controller", [json.dumps(asdict(cfg))])
+    try:
+        fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, 4096)
+        assert "ready" in json.loads(proc.stdout.readline())
+        run_traffic(bed, topo)          # 5 s of 4 flows; the pipe unread
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    msgs = [json.loads(line) for line in out.splitlines()]
+    final = next(m["final"] for m in msgs if "final" in m)
+    events = [m for m in msgs if "event" in m]
+    assert final["xoff"] > 3 and len(events) == final["xoff"] + final["xon"] + final["refreshes"] + final["expiries"]
+    assert len(out) > 4096                        # more than the pipe held: the reader was needed
+    # looks at most max_sleep (10 ms) apart, a busy machine's scheduling aside; blocked, it was the traffic's 5 s
+    assert final["longest_gap_s"] < 1.0, final
+    assert 0 < final["cpu_s"] < final["elapsed_s"]

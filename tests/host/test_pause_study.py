@@ -47,6 +47,10 @@ def test_pause_point_and_its_baseline(ccrig_prom, prometheus):
     assert len(lat) == rep["reaction_s"]["n"] and all(float(r["latency_s"]) > 0 for r in lat)
     events = list(csv.DictReader(open(run_dir / "points/000/rep0/pause_events.csv")))
     assert {e["event"] for e in events} == {"xoff", "xon"}
+    # the controller's own account: it looked at the queue all along (a gap over 1 % of the window spoils the
+    # repetition: pause_run.judge) and what CPU that took
+    ctl = rep["controller"]
+    assert 0 < ctl["longest_gap_s"] < 1.0 and 0 < ctl["cpu_cores"] < 1, ctl
 
     # the system's loss counts every queue on the path: node 1's drops too (node 2 hardly drops with PAUSE), each
     # queue with its own rows in qdisc.csv and its own series

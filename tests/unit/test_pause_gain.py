@@ -73,3 +73,22 @@ def test_files_flow_pins_the_bulk_flows_ports():
     assert argv[argv.index("--size") + 1] == "80000b" and argv[argv.index("--cc") + 1] == "reno"
     assert f.server_argv("198.18.9.2")[1:] == ["serve", "--bind", "198.18.9.2", "--port", "5204"]
     assert f.output_name == "transfers-3.csv" and b.output_name == "iperf3-3.json"
+
+
+def test_a_controller_that_went_without_looking_spoils_its_repetition_and_a_baseline_never():
+    """PauseRun.judge: the controller's longest gap between looks at the queue against 1 % of the window."""
+    from ccrig.experiments.run.pause_run import CONTROLLER_GAP_SHARE, PauseRun
+
+    def judged(gap, paused=True, window=30.0):
+        fid = {"verdict": "ok", "reasons": [], "cpu_steal": 0.0}
+        PauseRun.judge(fid, {"paused": paused, "controller": {"longest_gap_s": gap}}, window)
+        return fid
+
+    assert CONTROLLER_GAP_SHARE == 0.01
+    assert judged(0.3)["verdict"] == "ok"                 # at the bound: 1 % of 30 s
+    late = judged(3.219)                                  # run AB's bulk repetition 9 at 0.1 s
+    assert late["verdict"] == "testbed-limited"
+    assert "3.219 s without a look at node 2's queue" in late["reasons"][0] and "30-s" in late["reasons"][0]
+    assert judged(0.2, window=10.0)["verdict"] == "testbed-limited"   # the bound follows the window
+    assert judged(3.219, paused=False)["verdict"] == "ok"  # a baseline (T1 = T2 = B2) never pauses
+    assert judged(None)["verdict"] == "ok"                 # a record without the controller's account

@@ -32,7 +32,7 @@ def engine(rng, delta: float, margin: float, design: Design = DESIGN, budget: in
         j = judge(est, rule, look, design)
         if j.verdict != "undecided" or look == design.max_looks:
             return j.verdict, budget - left
-        more = next_pairs([j], left, 1.0, last=look + 1 == design.max_looks)
+        more = next_pairs([j], left, 1.0)
         if not more:   # the budget is spent: one final look, at what the earlier looks left of alpha
             return judge(est, rule, look + 1, design, final=True).verdict, budget - left
         for key, n in more:
@@ -229,21 +229,22 @@ def test_every_undecided_claim_gets_a_step_before_any_gets_its_whole_need():
 def test_the_last_round_spreads_what_the_needs_left_fewest_repetitions_first_up_to_doubling():
     # study 000 runs Y and Z: the last round bought the needs at 80 % power and left 8.6 and 11.8 of 45 minutes
     # unspent, a claim undecided in each; no round follows the last, so what is left goes to the open claims
-    def undecided(needs, n):
-        return sequential.Judgement("undecided", "", 0.0, look=2, max_looks=3, needs=needs,
+    def undecided(needs, n, look=2):   # look 2 of 3: the next look is the last, this round the last
+        return sequential.Judgement("undecided", "", 0.0, look=look, max_looks=3, needs=needs,
                                     parts=[[k, 1.0, 1.0, n[k]] for k in needs])
     js = [undecided({"a": 2, "b": 2}, {"a": 6, "b": 10}), undecided({"c": 1}, {"c": 4})]
-    assert dict(next_pairs(js, 100, 1.0)) == {"a": 2, "b": 2, "c": 1}    # a round another follows: the needs
-    out = dict(next_pairs(js, 15, 1.0, last=True))
+    early = [undecided({"a": 2, "b": 2}, {"a": 6, "b": 10}, look=1), undecided({"c": 1}, {"c": 4}, look=1)]
+    assert dict(next_pairs(early, 100, 1.0)) == {"a": 2, "b": 2, "c": 1}   # a round another follows: the needs
+    out = dict(next_pairs(js, 15, 1.0))
     # levelled from the fewest up (had and needed: c 5, a 8, b 12): c to its cap of 10, a to 13
     assert out == {"a": 2 + 5, "b": 2, "c": 1 + 5}, out
     # each point at most doubled beyond its needs (had and needed: a 8, b 12, c 5): a budget beyond that is left
     # unspent, not poured into one claim
-    big = dict(next_pairs(js, 1e6, 1.0, last=True))
+    big = dict(next_pairs(js, 1e6, 1.0))
     assert big == {"a": 2 + 8, "b": 2 + 12, "c": 1 + 5}, big
     # decided claims get nothing, last round or not
     done = sequential.Judgement("holds", "", 1.0, look=2, max_looks=3, parts=[["d", 1.0, 1.0, 3]])
-    assert next_pairs([done], 100, 1.0, last=True) == []
+    assert next_pairs([done], 100, 1.0) == []
 
 
 def study(rng, delta: float, sigmas=(1.0, 1.0, 2.0, 0.5), costs=(1.0, 2.0, 1.0, 3.0), budget: float = 240.0
@@ -267,7 +268,7 @@ def study(rng, delta: float, sigmas=(1.0, 1.0, 2.0, 0.5), costs=(1.0, 2.0, 1.0, 
         verdict.update({i: j.verdict for i, (j, _) in js.items() if j.verdict != "undecided"})
         share = left / max(1, DESIGN.max_looks - look)   # the rounds still to come share it (budget.py)
         open_ = [j for j, _ in js.values() if j.verdict == "undecided"]
-        more = next_pairs(open_, share, cost, last=look + 1 == DESIGN.max_looks) if look < DESIGN.max_looks else []
+        more = next_pairs(open_, share, cost) if look < DESIGN.max_looks else []
         if not more:   # nothing more: this look is final for the undecided ones
             verdict.update({i: judge(est, Rule(margin=1.0), look, DESIGN, final=True).verdict
                             for i, (j, est) in js.items() if i not in verdict})

@@ -46,6 +46,8 @@ class PauseStats:
     polls: int = 0
     max_occupancy: int = 0
     elapsed_s: float = 0.0
+    longest_gap_s: float = 0.0                              # the controller's longest time between two looks
+    cpu_s: float = 0.0                                      # its CPU time
     latency_s: list[float] = field(default_factory=list)   # one per rate change
     actuate_s: list[float] = field(default_factory=list)
     agent_signals: int | None = None                       # a remote node 1's agent: datagrams from node 2,
