@@ -2,7 +2,8 @@
 
     compare(a, b) -> {"claims": [...], "agree": n, "of": n, "undecided": {...}, "without_interval": {...}}
     markdown(doc) -> the table RESULTS.md quotes
-    compare_many(docs, labels) -> every pair's agreement, and each claim's verdict in every run (three or more)
+    compare_many(docs, labels) -> every pair's agreement, each claim's verdict in every run (three or more), and
+                                  whether the runs' measures differ beyond their intervals (heterogeneity)
     markdown_many(doc) -> the matrix and the table
 
 Each run is its claims.json (or the study directory holding it). Two verdicts agree when they are the same word;
@@ -19,6 +20,14 @@ with a margin m, "holds" says the difference is above 0 and "no-difference" that
 true of a difference between 0 and m. Where the two intervals share a difference the pair is counted as
 `compatible` (still not agreeing): which of the two a run reaches first is the sampling's, not the truth's (as the
 interval narrows around d, no-difference comes first when |d| < m/2, holds or fails when |d| > m/2).
+
+Whether the runs measured the same thing (heterogeneity): each quantity a claim reads (claims.json `values`: a
+mean over repetitions with its standard error) is tested across the runs that measured it by Cochran's Q,
+sum w_i (x_i - x_w)^2 with w_i = 1/se_i^2, against chi-squared with (runs - 1) degrees of freedom. Runs whose
+intervals hold their coverage give p-values uniform on [0, 1]: about one quantity in a hundred below 0.01. Many
+more says a run-level effect the repetitions of one run do not see (the machine, the day, a fault), and a verdict
+that moves between runs then need not be the sampling's; none says the moves are. The standard errors are
+estimates (a few repetitions each), which makes Q a little liberal.
 """
 from __future__ import annotations
 
@@ -29,6 +38,7 @@ from ccrig.analysis.samples import outside_the_run
 from ccrig.errors import InputError
 
 DECIDED = ("holds", "fails", "no-difference")
+HETEROGENEOUS_P = 0.01   # Cochran's Q below it: named
 
 
 def load(path: Path) -> dict:
@@ -110,12 +120,38 @@ def compare_many(docs: list[dict], labels: list[str]) -> dict:
                              for i, x in enumerate(decided) for y in decided[i + 1:])})
     judged = [r for r in rows if r["judged"]]
     return {"runs": [{"label": label, **_header(d)} for label, d in zip(labels, docs)], "pairs": pairs,
+            "heterogeneity": heterogeneity(claims),
             "claims": rows, "stable": sum(r["stable"] for r in judged), "of": len(judged),
             "undecided": [{"undecided": sum(r["verdicts"][i] == "undecided" for r in judged),
                            "of": sum(r["verdicts"][i] not in ("absent", "not run") for r in judged)}
                           for i in range(len(docs))],
             "two_ways": [r["id"] for r in rows if r["two_ways"]],
             "compatible": [r["id"] for r in rows if r["judged"] and r["compatible"]]}
+
+
+def heterogeneity(claims: list[dict[str, dict]]) -> dict:
+    """Cochran's Q for every quantity two or more runs measured with a standard error (the module's docstring),
+    each once (claims that read the same measures at the same points are one quantity), the first claim that
+    reads it named."""
+    from scipy.stats import chi2   # lazy: compare alone needs no scipy
+    quantities: dict[tuple, list] = {}
+    for cid in dict.fromkeys(c for run in claims for c in run):
+        for name in dict.fromkeys(n for run in claims for n in (run.get(cid, {}).get("values") or {})):
+            runs = [v for run in claims for v in [(run.get(cid, {}).get("values") or {}).get(name)]
+                    if isinstance(v, dict) and v.get("se") and v.get("mean") is not None]
+            if len(runs) >= 2:
+                key = tuple((v["mean"], v["se"]) for v in runs)
+                quantities.setdefault(key, [cid, name, sorted(runs[0].get("points") or {})])
+    tested = []
+    for key, (cid, name, points) in quantities.items():
+        w = [1 / se ** 2 for _, se in key]
+        mw = sum(wi * m for wi, (m, _) in zip(w, key)) / sum(w)
+        stat = sum(wi * (m - mw) ** 2 for wi, (m, _) in zip(w, key))
+        tested.append({"claim": cid, "quantity": name, "points": points, "runs": len(key), "q": stat,
+                       "p": float(chi2.sf(stat, len(key) - 1))})
+    tested.sort(key=lambda t: t["p"])
+    return {"tested": len(tested), "level": HETEROGENEOUS_P, "quantities": tested,
+            "below": [t for t in tested if t["p"] < HETEROGENEOUS_P]}
 
 
 def markdown_many(doc: dict) -> str:
@@ -138,7 +174,7 @@ def markdown_many(doc: dict) -> str:
              + "; decided in every run, differently but without contradiction (holds or fails beside no "
                "difference, the intervals sharing a difference within the margin): "
              + (", ".join(doc["compatible"]) or "none")
-             + ".", "",
+             + ".", "", _heterogeneity_line(doc["heterogeneity"]), "",
              "| agreement | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     lines += [f"| {x} | " + " | ".join("" if x == y else cell(x, y) for y in labels) + " |" for x in labels]
     lines += ["", "| claim | " + " | ".join(labels) + " | stable |", "|---|" + "---|" * (len(labels) + 1)]
@@ -146,6 +182,14 @@ def markdown_many(doc: dict) -> str:
               + f" | {'yes' if r['stable'] else ''} |" for r in doc["claims"]
               if any(v not in ("absent", "not run") for v in r["verdicts"])]   # a part none of them ran: no row
     return "\n".join(lines) + "\n"
+
+
+def _heterogeneity_line(h: dict) -> str:
+    named = "; ".join(f"{t['claim']} {t['quantity']} ({', '.join(t['points'])}): Q {t['q']:.1f}, {t['runs'] - 1} df, "
+                      f"p {t['p']:.2g}" for t in h["below"])
+    return (f"Between the runs (Cochran's Q over each quantity's run means and standard errors; runs that measure the "
+            f"same thing give about {h['level']:.0%} of them below p {h['level']:g}): {len(h['below'])} of "
+            f"{h['tested']} quantities below" + (f": {named}." if named else "."))
 
 
 def markdown(doc: dict) -> str:

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from scipy import stats as st
 
 from ccrig.errors import InputError
 from ccrig.experiments.report import study_compare
@@ -117,6 +118,30 @@ def test_holds_beside_no_difference_is_compatible_only_where_the_intervals_share
     many = study_compare.compare_many([x, v, x], ["X", "V", "X2"])
     assert many["compatible"] == ["c1", "c3"] and many["pairs"][0]["compatible"] == 2
     assert "within the margin): c1, c3." in study_compare.markdown_many(many)
+
+
+def test_runs_that_measured_a_quantity_differently_beyond_their_errors_are_named():
+    """Cochran's Q per quantity (claims.json values): equal means within their errors pass, one run 6 standard
+    errors off is named; a quantity two claims read is tested once; one without a standard error (a model's) is
+    not tested."""
+    def values(gain, off):
+        doc = run({"c1": "holds", "c2": "holds", "c3": "no-difference"}, 1)
+        pts = {"s#1": 12, "s#1/baseline": 12}
+        doc["claims"][0]["values"] = {"a": {"mean": gain, "se": 0.2, "n": 12, "points": pts},
+                                      "b": {"mean": 3.0, "se": None, "n": 0, "points": {}}}
+        doc["claims"][1]["values"] = {"a": {"mean": gain, "se": 0.2, "n": 12, "points": pts}}   # the same
+        doc["claims"][2]["values"] = {"q": {"mean": off, "se": 0.1, "n": 9, "points": {"s#2": 9}}}
+        return doc
+    docs = [values(0.5, 1.0), values(0.7, 1.05), values(0.4, 1.6), values(0.6, 0.95)]
+    h = study_compare.compare_many(docs, ["A", "B", "C", "D"])["heterogeneity"]
+    assert h["tested"] == 2 and [t["claim"] for t in h["quantities"]] == ["c3", "c1"]
+    # c3's q: 1.0, 1.05, 1.6, 0.95 (se 0.1): weighted mean 1.15, Q = 100 (0.15^2 + 0.1^2 + 0.45^2 + 0.2^2) = 27.5
+    worst = h["quantities"][0]
+    assert worst["q"] == pytest.approx(27.5) and worst["p"] == pytest.approx(st.chi2.sf(27.5, 3))
+    assert h["below"] == [worst] and worst["points"] == ["s#2"] and worst["runs"] == 4
+    assert h["quantities"][1]["p"] > 0.5   # 0.5, 0.7, 0.4, 0.6 with se 0.2: Q = 2.5
+    md = study_compare.markdown_many(study_compare.compare_many(docs, ["A", "B", "C", "D"]))
+    assert "1 of 2 quantities below: c3 q (s#2): Q 27.5, 3 df, p 4.6e-06." in md
 
 
 def test_compare_takes_two_or_more_runs_and_says_so(tmp_path):
