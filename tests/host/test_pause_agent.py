@@ -2,7 +2,6 @@
 a real tbf on a real interface, real datagrams, from node 2's address and from elsewhere."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from ccrig.commands import Commands
 from ccrig.topologies.pause.agent.config import EmulatedPauseConfig
 from ccrig.topologies.pause.agent.rtnl import in_namespace
 from support import wait
+from support.interrupt import terminated
 
 AGENT, NODE2, STRAY = "198.19.250.1", "198.19.250.2", "198.19.250.3"
 RATE_BPS = 8_000_000
@@ -61,7 +61,7 @@ def test_agent_obeys_node_2_only_and_leaves_the_link_at_mu1(link):
     assert tbf_rate(c, ns) == RATE_BPS // 8
     agent = c.popen([sys.executable, "-m", "ccrig.topologies.pause.agent", "obey", json.dumps(asdict(cfg))], ns=ns,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
+    with terminated(agent, timeout=10) as ended:
         line = agent.stdout.readline()
         while not line.startswith(b"{"):   # runpy's warning about `-m` of an imported package's module
             assert line, "the agent ended without a word"
@@ -76,12 +76,7 @@ def test_agent_obeys_node_2_only_and_leaves_the_link_at_mu1(link):
         send(ns, NODE2, port, b"nonsense")
         send(ns, NODE2, port, f"3 {RATE_BPS // 2}".encode())  # the next rate from node 2
         wait_rate(c, ns, RATE_BPS // 16)
-        agent.send_signal(signal.SIGTERM)
-        out, _ = agent.communicate(timeout=10)
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
+    out = ended.out
     final = json.loads(out.splitlines()[-1])["agent"]
     assert (final["signals"], final["foreign"], final["applied"]) == (4, 1, 2), final
     assert tbf_rate(c, ns) == RATE_BPS // 8                # SIGTERM: link B back at μ1

@@ -20,6 +20,7 @@ from ccrig.topologies.pause import chain_config, chain_controller
 from ccrig.topologies.pause.emulated import EmulatedPause, Here, prometheus_samples
 from ccrig.topologies.named.pause_chain import PauseChainSpec
 from support import wait
+from support.interrupt import terminated
 from support.exposition import render
 
 SECONDS = 5
@@ -196,16 +197,11 @@ def test_a_reader_that_stops_reading_does_not_hold_the_controller(chain):
     for argv in cfg.tbf_argv(cfg.rate_bps):
         here.up.run(argv)
     proc = here.popen("controller", [json.dumps(asdict(cfg))])
-    try:
+    with terminated(proc, timeout=30) as ended:
         fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, 4096)
         assert "ready" in json.loads(proc.stdout.readline())
         run_traffic(bed, topo)          # 5 s of 4 flows; the pipe unread
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    out = ended.out
     msgs = [json.loads(line) for line in out.splitlines()]
     final = next(m["final"] for m in msgs if "final" in m)
     events = [m for m in msgs if "event" in m]

@@ -5,6 +5,9 @@ handler is installed. The child sets the default disposition for itself; pytest'
 from __future__ import annotations
 
 import signal
+import subprocess
+from contextlib import contextmanager
+from types import SimpleNamespace
 
 
 def default_sigint() -> None:
@@ -16,3 +19,18 @@ def default_sigint() -> None:
 # run's measurement phase, the host tier's three workers beside a TCG guest); the goal of 5 s lives in `make bench`
 # (bench_scale: SIGINT in a 100-flow set-up). A run that hangs on a signal meets communicate's timeout instead.
 SIGNAL_BOUND = 20
+
+
+@contextmanager
+def terminated(proc: subprocess.Popen, timeout: float):
+    """A long-lived child the body talks to: on leaving, SIGTERM and its output so far (`out`, bytes, read to its
+    end); killed instead if the body failed or it outlived `timeout`, so no test leaves one behind."""
+    result = SimpleNamespace(out=b"")
+    try:
+        yield result
+        proc.send_signal(signal.SIGTERM)
+        result.out, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
