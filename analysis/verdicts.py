@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from .claims import (JAIN, MODEL_METRICS, Bound, Claim, Compare, Quantity, Ratio, SameTrend, Trend, Within,
                      quantities)
-from . import metric_table
+from . import metric_table, settling
 from . import readings as rd
 from .params import same_param, within
 from .claims import Diff as DiffExpr
@@ -63,9 +63,10 @@ class Archive:
 
     excluded: dict = field(default_factory=dict)   # (point, rep) -> reason, of the reads since reset()
     left_out: list = field(default_factory=list)   # the points of a series judged without them, since reset()
+    unsettled: list = field(default_factory=list)  # the points read whose goodput still drifted (summary settling)
 
     def reset(self) -> None:
-        self.excluded, self.left_out = {}, []
+        self.excluded, self.left_out, self.unsettled = {}, [], []
 
     def value(self, expr, extra_at: dict | None = None) -> Estimate:
         if isinstance(expr, Ratio):
@@ -105,6 +106,9 @@ class Archive:
         key = f"{q.spec}#{p.get('index')}"
         if "system" not in p:   # every repetition failed: the point has its reasons, not metrics
             raise NotRun(f"{where} has no finished repetition ({p.get('failed') or 'failed'})")
+        late = p.get("settling") or {"settled": True}   # analysis/settling.py: said beside the verdict, not in it
+        if not late["settled"] and not any(u.startswith(key + " ") for u in self.unsettled):
+            self.unsettled.append(f"{key} (its goodput {settling.change(late)})")
         if q.metric == "pause_model_gain":
             m = self.pause_model(q.spec, p)
             if m is None:
@@ -350,6 +354,9 @@ def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Des
         out.verdict, out.basis = out.judgement.verdict, out.judgement.basis
         if archive.left_out:
             out.basis += f"; judged without {len(archive.left_out)} point(s): {'; '.join(archive.left_out)}"
+        if archive.unsettled:
+            out.basis += (f"; read where goodput was still settling after the warm-up (a transient's mean): "
+                          f"{'; '.join(archive.unsettled)}")
     except NotRun as e:
         out.verdict = "undecided" if isinstance(e, Unmeasured) else "not-applicable"
         out.basis, out.measured, out.judgement = str(e), "–", _first_pass_again(e, look, design, final)

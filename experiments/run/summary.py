@@ -16,7 +16,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from ccrig.analysis import metric_table, stats
+from ccrig.analysis import metric_table, settling, stats
 from ccrig.tcp_modules import bpf_fault
 from ccrig.errors import RunError
 from ccrig.experiments.run import fidelity
@@ -229,6 +229,8 @@ def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_ro
                t_max: float, share: float, checks: list[dict], level: float = stats.LEVEL) -> dict:
     system, per_flow = means(flows, rows_by_flow, system_rows, warmup, level)
     out = {"system": system, "flows": per_flow, "t_max_bps": t_max, "fair_share_bps": share, "cross_check": checks}
+    # every interval's system goodput from the start (a fault's intervals none): the point's settling test
+    out["series"] = {"goodput_bps": [None if r.get("fault") else r.get("goodput_bps") for r in system_rows]}
     out["measurement_problems"] = goodput_problems(out, t_max)
     late = degraded(system_rows, warmup)
     if late is not None:
@@ -237,6 +239,14 @@ def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_ro
             out["unreliable"] = (f"{len(late['intervals'])} of {len(stats.measured(system_rows, warmup))} measured "
                                  f"intervals degraded by a late sampler (more than {UNRELIABLE_SHARE:.0%})")
     return out
+
+
+def stationary(exp: specmod.Experiment) -> bool:
+    """Whether a point's goodput should be steady after its warm-up: every flow bulk, started by the warm-up's
+    end and running to the run's, and no link event on a schedule (anything else moves by design)."""
+    settled_by = exp.warmup * exp.interval
+    return not exp.events and all(f.workload.kind == "bulk" and f.start <= settled_by and f.stop is None
+                                  for f in exp.flows)
 
 
 def point(p: specmod.Point, reps: list[dict], numbers: list[int] | None = None) -> dict:
@@ -257,6 +267,12 @@ def point(p: specmod.Point, reps: list[dict], numbers: list[int] | None = None) 
     # goodput above T_max, and each repetition's own problems (min RTT below the physical floor)
     out["measurement_problems"] = goodput_problems(out, out["t_max_bps"]) + [
         f"repetition {n}: {x}" for n, r in zip(numbers, reps) for x in r.get("measurement_problems", [])]
+    if stationary(p.experiment):   # whether the warm-up outlasted the transient (analysis/settling.py)
+        out["settling"] = settling.drift([(r.get("series") or {}).get("goodput_bps") or [] for r in reps],
+                                         p.experiment.warmup)
+        late = settling.problem(out["settling"])
+        if late is not None:
+            out["measurement_problems"].append(late)
     if "min_rtt_floor_s" in reps[0]:
         out["min_rtt_floor_s"] = reps[0]["min_rtt_floor_s"]
     unreliable = [f"repetition {n}: {r['unreliable']}" for n, r in zip(numbers, reps) if r.get("unreliable")]
