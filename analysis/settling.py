@@ -2,6 +2,7 @@
 
     drift(series, warmup) -> the test's record, or None (fewer than MIN_REPS repetitions with a window to halve)
     problem(record) -> the sentence a run's tables print when the point still settles, else None
+    change(record) -> how the halves differ, in words (what a claim's basis says of a point it reads)
 
 A mean over a window the transient still holds is not the steady state the claims and the models speak of: in
 study 001 (30 flows, 500 ms RTT) smooth TCP(0.31, 7/8) took 20-40 s to come down from slow start's window, and
