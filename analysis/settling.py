@@ -25,6 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as scipy_stats
 
+from . import stats
+
 LEVEL = 0.05      # the test's error rate: of stationary points, at most this share named
 SHARE = 0.10      # halves this far apart (relative to the window's mean): about 5 % off in the mean
 MIN_REPS = 3      # t with 2 degrees of freedom at least; two repetitions would need a drift of t > 12.7
@@ -33,7 +35,7 @@ MIN_INTERVALS = 4  # a window of at least two intervals a half
 
 def _relative_drift(values: Sequence[float | None], warmup: int) -> float | None:
     """One repetition's D, or None when its window is too short or carried nothing."""
-    window = np.array([v for v in values[warmup:] if v is not None and math.isfinite(v)], dtype=float)
+    window = np.array([v for v in stats.measured(values, warmup) if v is not None and math.isfinite(v)], dtype=float)
     if len(window) < MIN_INTERVALS or window.mean() <= 0:
         return None
     half = len(window) // 2
