@@ -1,6 +1,7 @@
 """Whether a point's warm-up outlasted its transient: a drift test over its independent repetitions.
 
-    drift(series, warmup) -> the test's record, or None (fewer than MIN_REPS repetitions with a window to halve)
+    drift(series, warmup, window=None) -> the test's record, or None (fewer than MIN_REPS repetitions with a window
+        to halve; window: a periodic point's whole periods)
     problem(record) -> the sentence a run's tables print when the point still settles, else None
     change(record) -> how the halves differ, in words (what a claim's basis says of a point it reads)
 
@@ -14,8 +15,11 @@ second half's) / the window's mean. Within a repetition the halves are correlate
 independent, so Student's t over them (scipy.stats.ttest_1samp, two-sided) tests for a drift every repetition
 shares. A point still settles when p < LEVEL and |mean D| >= SHARE: at most LEVEL of the points whose goodput is
 stationary are named (the t test's error rate; the share only removes more), and a drift of SHARE between halves
-is about half of it in the window's mean (a linear decay). A point whose flows start or stop inside the window,
-or whose links go down on a schedule, moves by design: the caller leaves those out.
+is about half of it in the window's mean (a linear decay). A point whose links change on one period (study 001's
+handoffs: down 0.2 s every 10 s) is steady period by period, not interval by interval: its window is the whole
+periods after the warm-up, cut in halves of whole periods, so like is compared with like (`block`, the period in
+intervals). A point whose flows start or stop inside the window, or whose links change on no one period, moves by
+design: the caller leaves those out (experiments/run/summary.steady_window).
 """
 from __future__ import annotations
 
@@ -33,28 +37,47 @@ MIN_REPS = 3      # t with 2 degrees of freedom at least; two repetitions would 
 MIN_INTERVALS = 4  # a window of at least two intervals a half
 
 
-def _relative_drift(values: Sequence[float | None], warmup: int) -> float | None:
-    """One repetition's D, or None when its window is too short or carried nothing."""
-    window = np.array([v for v in stats.measured(values, warmup) if v is not None and math.isfinite(v)], dtype=float)
-    if len(window) < MIN_INTERVALS or window.mean() <= 0:
+def _relative_drift(values: Sequence[float | None], start: int, end: int | None, block: int) -> float | None:
+    """One repetition's D over intervals start..end (whole blocks of `block` intervals), or None when the window
+    is too short or carried nothing. A fault's intervals (None) are left out: of the window (block 1), or of their
+    block (a period keeps its place)."""
+    window = stats.measured(values, start)[:None if end is None else end - start]
+    usable = lambda xs: [v for v in xs if v is not None and math.isfinite(v)]
+    if block == 1:
+        blocks = [[v] for v in usable(window)]
+        if len(blocks) < MIN_INTERVALS:
+            return None
+    else:
+        blocks = [usable(window[i:i + block]) for i in range(0, len(window) - block + 1, block)]
+        if len(blocks) < 2 or any(len(b) < block / 2 for b in blocks):
+            return None
+    half = len(blocks) // 2
+    first, second = (np.concatenate(x).astype(float) for x in (blocks[:half], blocks[-half:]))
+    mean = np.concatenate(blocks).astype(float).mean()
+    if mean <= 0:
         return None
-    half = len(window) // 2
-    return float((window[:half].mean() - window[-half:].mean()) / window.mean())
+    return float((first.mean() - second.mean()) / mean)
 
 
-def drift(series: Sequence[Sequence[float | None]], warmup: int, metric: str = "goodput_bps") -> dict | None:
-    """The drift test over a point's repetitions' per-interval series (every interval from the run's start)."""
-    ds = [d for d in (_relative_drift(s, warmup) for s in series) if d is not None]
+def drift(series: Sequence[Sequence[float | None]], warmup: int, metric: str = "goodput_bps",
+          window: tuple[int, int | None, int] | None = None) -> dict | None:
+    """The drift test over a point's repetitions' per-interval series (every interval from the run's start).
+    window: (start, end, block), a periodic point's whole periods (intervals start..end, `block` a period);
+    default the measured window (warmup to the run's end) in single intervals."""
+    start, end, block = window or (warmup, None, 1)
+    ds = [d for d in (_relative_drift(s, start, end, block) for s in series) if d is not None]
     if len(ds) < MIN_REPS:
         return None
     mean = float(np.mean(ds))
     p = 1.0 if np.std(ds) == 0 and mean == 0 else float(scipy_stats.ttest_1samp(ds, 0.0).pvalue)
     if math.isnan(p):   # every D equal and non-zero: no spread, a drift as sure as it gets
         p = 0.0
-    return {"metric": metric, "warmup": warmup, "repetitions": len(ds), "drift": mean,
+    halves = ("first half of the measured window against the second" if block == 1 else
+              f"the whole periods of {block} intervals from interval {start} to {end}, the first half of them "
+              f"against the second")
+    return {"metric": metric, "warmup": warmup, "block": block, "repetitions": len(ds), "drift": mean,
             "drifts": [round(d, 4) for d in ds], "p": p, "level": LEVEL, "share": SHARE,
-            "method": "first half of the measured window against the second, relative to its mean; Student's t "
-                      "over the repetitions (two-sided)",
+            "method": f"{halves}, relative to its mean; Student's t over the repetitions (two-sided)",
             "settled": not (p < LEVEL and abs(mean) >= SHARE)}
 
 

@@ -13,6 +13,7 @@ method is none (ci.reason says why).
 """
 from __future__ import annotations
 
+import math
 import platform
 from typing import Any
 
@@ -241,12 +242,27 @@ def repetition(flows: list[Flow], rows_by_flow: dict[int, list[dict]], system_ro
     return out
 
 
-def stationary(exp: specmod.Experiment) -> bool:
-    """Whether a point's goodput should be steady after its warm-up: every flow bulk, started by the warm-up's
-    end and running to the run's, and no link event on a schedule (anything else moves by design)."""
+def steady_window(exp: specmod.Experiment) -> tuple[int, int | None, int] | None:
+    """Where a point's goodput should not drift after its warm-up (analysis/settling.py's window), or None where it
+    moves by design. Every flow bulk, started by the warm-up's end and running to the run's; then without link
+    events the measured window in single intervals (warmup, None, 1), and with link events that all repeat on one
+    period of whole intervals (study 001's handoffs) the whole periods after the warm-up, two at least, a period a
+    block (start, end, period)."""
     settled_by = exp.warmup * exp.interval
-    return not exp.events and all(f.workload.kind == "bulk" and f.start <= settled_by and f.stop is None
-                                  for f in exp.flows)
+    if not all(f.workload.kind == "bulk" and f.start <= settled_by and f.stop is None for f in exp.flows):
+        return None
+    if not exp.events:
+        return exp.warmup, None, 1
+    periods = {e.every for e in exp.events}
+    if None in periods or len(periods) > 1 or any(e.until is not None for e in exp.events):
+        return None
+    block, phase = (x / exp.interval for x in (periods.pop(), min(e.at for e in exp.events)))
+    if any(abs(x - round(x)) > 1e-9 for x in (block, phase)):   # a period across interval boundaries: not alike
+        return None
+    block, phase = round(block), round(phase)
+    start = phase + max(0, math.ceil((exp.warmup - phase) / block)) * block
+    whole = (exp.n_intervals - start) // block
+    return (start, start + whole * block, block) if whole >= 2 else None
 
 
 def point(p: specmod.Point, reps: list[dict], numbers: list[int] | None = None) -> dict:
@@ -267,9 +283,10 @@ def point(p: specmod.Point, reps: list[dict], numbers: list[int] | None = None) 
     # goodput above T_max, and each repetition's own problems (min RTT below the physical floor)
     out["measurement_problems"] = goodput_problems(out, out["t_max_bps"]) + [
         f"repetition {n}: {x}" for n, r in zip(numbers, reps) for x in r.get("measurement_problems", [])]
-    if stationary(p.experiment):   # whether the warm-up outlasted the transient (analysis/settling.py)
+    window = steady_window(p.experiment)
+    if window is not None:   # whether the warm-up outlasted the transient (analysis/settling.py)
         out["settling"] = settling.drift([(r.get("series") or {}).get("goodput_bps") or [] for r in reps],
-                                         p.experiment.warmup)
+                                         p.experiment.warmup, window=window)
         late = settling.problem(out["settling"])
         if late is not None:
             out["measurement_problems"].append(late)

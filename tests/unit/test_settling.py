@@ -61,23 +61,62 @@ def test_too_few_repetitions_or_intervals_say_nothing_and_a_faults_intervals_are
     assert settling.drift([[]] * 3, warmup=5) is None                     # an older archive: no series
 
 
-@pytest.mark.parametrize("change, steady", [
-    ({}, True),
-    ({"flows": [{"count": 4, "cc": "reno", "stop": "20s"}]}, False),          # contention that decreases
-    ({"flows": [{"count": 4, "cc": "reno", "start": "10s"}]}, False),         # enters after the warm-up
-    ({"flows": [{"count": 4, "cc": "reno", "start": "3s"}]}, True),           # enters inside it
-    ({"events": [{"kind": "down", "link": "r1-r2", "at": "6s", "for": "0.2s", "every": "10s"}]}, False),
-    ({"flows": [{"workload": {"kind": "onoff", "rate": "5mbit", "on": "2s", "off": "2s"}}]}, False),
+HANDOFF = {"kind": "down", "link": "r1-r2", "at": "6s", "for": "0.2s", "every": "10s"}
+
+
+@pytest.mark.parametrize("change, window", [
+    ({}, (5, None, 1)),
+    ({"flows": [{"count": 4, "cc": "reno", "stop": "20s"}]}, None),          # contention that decreases
+    ({"flows": [{"count": 4, "cc": "reno", "start": "10s"}]}, None),         # enters after the warm-up
+    ({"flows": [{"count": 4, "cc": "reno", "start": "3s"}]}, (5, None, 1)),  # enters inside it
+    ({"flows": [{"workload": {"kind": "onoff", "rate": "5mbit", "on": "2s", "off": "2s"}}]}, None),
+    # handoffs every 10 s from 6 s (study 001): the periods 6-16 and 16-26 s, the last one cut by the run's end
+    ({"events": [HANDOFF]}, (6, 26, 10)),
+    ({"events": [{**HANDOFF, "at": "2s"}], "duration": "40s"}, (12, 32, 10)),  # the first period in the warm-up
+    ({"events": [HANDOFF], "duration": "20s"}, None),                          # one whole period: no halves
+    ({"events": [{**HANDOFF, "every": "2.5s"}]}, None),                      # periods across interval boundaries
+    ({"events": [HANDOFF, {**HANDOFF, "every": "7s"}]}, None),                 # two periods
+    ({"events": [{**HANDOFF, "every": None}]}, None),                          # once
 ])
-def test_only_a_point_meant_to_be_steady_is_tested(change, steady):
+def test_only_a_point_meant_to_be_steady_is_tested_and_a_periodic_one_period_by_period(change, window):
     raw = {**SPEC, **change}
     exp = specmod.validate(raw, "spec.yaml")
-    assert summary.stationary(exp) is steady
-    reps = [{"system": {}, "flows": [], "t_max_bps": 1e7, "fair_share_bps": 1e6, "series": {"goodput_bps": decay(s)}}
+    assert summary.steady_window(exp) == window
+    reps = [{"system": {}, "flows": [], "t_max_bps": 1e7, "fair_share_bps": 1e6,
+             "series": {"goodput_bps": decay(s, n=exp.n_intervals)}}
             for s in range(3)]
     point = summary.point(specmod.points(raw, exp)[0], reps)
-    assert ("settling" in point) is steady
-    assert any("still settling" in x for x in point["measurement_problems"]) is steady
+    assert ("settling" in point) is (window is not None)
+    assert any("still settling" in x for x in point["measurement_problems"]) is (window is not None)
+
+
+def handoffs(seed: int, tau: float | None) -> list[float]:
+    """Study 001's handoff points in shape: every 10 s from 6 s the link goes down, goodput drops to a third and
+    climbs back over the period; tau: an envelope still coming down (slow start's window), None: none."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(30)
+    since = (t - 6) % 10
+    shape = np.where(t < 6, 1.0, 0.35 + 0.065 * since)
+    envelope = 1.0 if tau is None else 1 + 1.5 * np.exp(-t / tau)
+    return list(8e6 * shape * envelope + rng.normal(0, 0.3e6, 30))
+
+
+def test_a_periodic_point_is_tested_over_whole_periods():
+    window = (6, 26, 10)
+    steady = settling.drift([handoffs(s, None) for s in range(3)], warmup=5, window=window)
+    assert steady["settled"] and abs(steady["drift"]) < 0.05 and steady["block"] == 10
+    assert "whole periods of 10 intervals from interval 6 to 26" in steady["method"]
+    # the same series halved interval by interval (5-17 against 18-30) compare a period's start with another's
+    # end: the sawtooth alone reads as a drift
+    assert abs(settling.drift([handoffs(s, None) for s in range(3)], warmup=5)["drift"]) > abs(steady["drift"])
+    late = settling.drift([handoffs(s, 8.0) for s in range(3)], warmup=5, window=window)
+    assert not late["settled"] and late["drift"] > 0.2
+    # a fault's intervals leave their period in place; a period with most of its intervals gone leaves the repetition
+    faulted = [handoffs(s, None) for s in range(3)]
+    faulted[0][8:11] = [None] * 3
+    assert settling.drift(faulted, warmup=5, window=window)["repetitions"] == 3
+    faulted[0][16:23] = [None] * 7
+    assert settling.drift(faulted, warmup=5, window=window) is None
 
 
 def test_a_claim_read_at_a_point_still_settling_keeps_its_verdict_and_says_so():
