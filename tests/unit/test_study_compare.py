@@ -2,6 +2,7 @@
 (ccrig study run --seed)."""
 import json
 
+import numpy as np
 import pytest
 from scipy import stats as st
 
@@ -121,27 +122,47 @@ def test_holds_beside_no_difference_is_compatible_only_where_the_intervals_share
 
 
 def test_runs_that_measured_a_quantity_differently_beyond_their_errors_are_named():
-    """Cochran's Q per quantity (claims.json values): equal means within their errors pass, one run 6 standard
-    errors off is named; a quantity two claims read is tested once; one without a standard error (a model's) is
-    not tested."""
-    def values(gain, off):
+    """A one-way ANOVA per quantity (claims.json values: mean, se, n): equal means within their spread pass, one run
+    far off is named; a quantity two claims read is tested once; one without a standard error (a model's) or
+    from a single repetition is not tested."""
+    def values(gain, off, n_b=0):
         doc = run({"c1": "holds", "c2": "holds", "c3": "no-difference"}, 1)
         pts = {"s#1": 12, "s#1/baseline": 12}
         doc["claims"][0]["values"] = {"a": {"mean": gain, "se": 0.2, "n": 12, "points": pts},
-                                      "b": {"mean": 3.0, "se": None, "n": 0, "points": {}}}
+                                      "b": {"mean": 3.0, "se": None, "n": n_b, "points": {}}}
         doc["claims"][1]["values"] = {"a": {"mean": gain, "se": 0.2, "n": 12, "points": pts}}   # the same
-        doc["claims"][2]["values"] = {"q": {"mean": off, "se": 0.1, "n": 9, "points": {"s#2": 9}}}
+        doc["claims"][2]["values"] = {"q": {"mean": off, "se": 0.1, "n": 9, "points": {"s#2": 9}},
+                                      "r": {"mean": off, "se": 0.1, "n": 1, "points": {"s#3": 1}}}
         return doc
     docs = [values(0.5, 1.0), values(0.7, 1.05), values(0.4, 1.6), values(0.6, 0.95)]
     h = study_compare.compare_many(docs, ["A", "B", "C", "D"])["heterogeneity"]
     assert h["tested"] == 2 and [t["claim"] for t in h["quantities"]] == ["c3", "c1"]
-    # c3's q: 1.0, 1.05, 1.6, 0.95 (se 0.1): weighted mean 1.15, Q = 100 (0.15^2 + 0.1^2 + 0.45^2 + 0.2^2) = 27.5
+    # c3's q: 1.0, 1.05, 1.6, 0.95, n 9 each (se 0.1: a variance of 0.09 a repetition): grand mean 1.15; between
+    # 9 (0.15^2 + 0.1^2 + 0.45^2 + 0.2^2) / 3 = 0.825, within 4 * 8 * 0.09 / 32 = 0.09: F = 9.17 on 3 and 32 df
     worst = h["quantities"][0]
-    assert worst["q"] == pytest.approx(27.5) and worst["p"] == pytest.approx(st.chi2.sf(27.5, 3))
+    assert worst["f"] == pytest.approx(0.825 / 0.09) and worst["df"] == [3, 32]
+    assert worst["p"] == pytest.approx(st.f.sf(0.825 / 0.09, 3, 32))
     assert h["below"] == [worst] and worst["points"] == ["s#2"] and worst["runs"] == 4
-    assert h["quantities"][1]["p"] > 0.5   # 0.5, 0.7, 0.4, 0.6 with se 0.2: Q = 2.5
+    assert h["quantities"][1]["p"] > 0.5   # 0.5, 0.7, 0.4, 0.6 with se 0.2 at n 12: F = 0.42
     md = study_compare.markdown_many(study_compare.compare_many(docs, ["A", "B", "C", "D"]))
-    assert "1 of 2 quantities below: c3 q (s#2): Q 27.5, 3 df, p 4.6e-06." in md
+    assert "1 of 2 quantities below: c3 q (s#2): F 9.2 on 3 and 32 df, p 0.00016." in md
+
+
+def test_equal_quantities_from_three_repetitions_a_run_are_named_at_the_tests_level():
+    """Four runs of three repetitions each, the same quantity: at most about 1 % named below 0.01 (3000
+    simulated; Cochran's Q, which takes the estimated standard errors as known, named about 17 %)."""
+    rng = np.random.default_rng(3)
+    named = 0
+    for _ in range(3000):
+        docs = []
+        for seed in range(4):
+            x = rng.normal(5.0, 1.0, 3)
+            doc = run({"c1": "holds"}, seed)
+            doc["claims"][0]["values"] = {"a": {"mean": float(x.mean()), "se": float(x.std(ddof=1) / np.sqrt(3)),
+                                                "n": 3, "points": {"s#1": 3}}}
+            docs.append(doc)
+        named += bool(study_compare.heterogeneity([{c["id"]: c for c in d["claims"]} for d in docs])["below"])
+    assert named / 3000 <= 0.01 + 0.006
 
 
 def test_compare_takes_two_or_more_runs_and_says_so(tmp_path):
