@@ -301,6 +301,9 @@ class Measurement:
         entry["min_rtt_floor_s"] = summary.min_rtt_floor(exp.topology, self.topo.wire, self.rate if busy else 0.0)
         entry["measurement_problems"] += summary.min_rtt_problems(entry, entry["min_rtt_floor_s"])
         entry["warnings"] = summary.trace_warnings(flows, self.sampler_of)
+        if self.traffic.unreported:   # kept, measured by their sockets (Traffic.wait)
+            entry["unreported"] = {str(i): why for i, why in self.traffic.unreported.items()}
+            entry["warnings"] += [f"flow {i}: {why}" for i, why in self.traffic.unreported.items()]
         entry["kernel_fault"] = faults
         if excluded is not None:
             entry["fault_exclusion"] = excluded

@@ -308,7 +308,7 @@ def cross_check(flows: list[Flow], sampler_of: dict[str, FlowSampler], results: 
         rcv = sampler_of[f.receiver_key].snapshot(f.receiver_key)
         acked = max((s.get("bytes_acked", 0) for _, s in snd), default=0)
         received = max((s.get("bytes_received", 0) for _, s in rcv), default=0)
-        own = f.workload.received_bytes(f, results[f.index])
+        own = None if results[f.index] is None else f.workload.received_bytes(f, results[f.index])
         # the program sets the congestion control once the socket exists, so the first samples may show the
         # namespace's default; the one that carried the data is the last
         used = next((s["cc"] for _, s in reversed(snd) if s.get("cc")), None)

@@ -40,6 +40,9 @@ class Workload(BaseModel):
     tcp_info: ClassVar[bool] = True
     # the sender's transport has a congestion control (a flow's `cc`); False (UDP): it has none, and says "none"
     congestion_control: ClassVar[bool] = True
+    # every number of the flow comes from its sockets' counters and the program's own report only cross-checks
+    # them: a client the path holds in backoff past its time is stopped and the flow kept (Traffic.wait)
+    report_optional: ClassVar[bool] = False
 
     # --- the programs -----------------------------------------------------------------------------------
     def server_argv(self, flow: Flow, bind: str) -> list[str]:

@@ -42,3 +42,39 @@ def test_a_client_past_its_deadline(tmp_path, workload, error, words):
     finally:
         traffic.clients[9].kill()
         traffic.clients[9].wait()
+
+
+class Starved(Stalled):
+    """A flow whose data flowed, then whose retransmissions the path took one after another (PER 0.4)."""
+    def backing_off(self, testbed, flow):
+        return "backoff 6, rto 96256 ms, 17414 bytes acked"
+
+
+def test_a_client_the_path_holds_in_backoff_after_its_data_flowed_is_stopped_and_its_flow_kept(tmp_path):
+    """Running the repetition again would keep only those in which no flow starved: the flow is measured by its
+    sockets (its report missing, said why), the client stopped; one with only its SYN acknowledged is still the
+    path's to refuse (the Stalled case above: 0 bytes; here 1)."""
+    flows = [Flow(Starved(), 9, "reno", "reno", "s1", "d1", 0.0, 1.0)]
+    traffic = Traffic(None, flows, tmp_path)
+    traffic.clients[9] = subprocess.Popen(["sleep", "60"], start_new_session=True)   # as Commands.popen
+    try:
+        traffic.wait(0.2)
+        assert traffic.clients[9].wait(10) is not None   # stopped
+        assert "client had not finished within 0.2 s" in traffic.unreported[9]
+        assert "(backoff 6, rto 96256 ms, 17414 bytes acked)" in traffic.unreported[9]
+        assert traffic.results() == {9: None}   # its JSON (none here) is not read
+    finally:
+        traffic.clients[9].kill()
+        traffic.clients[9].wait()
+
+    class SynOnly(Stalled):
+        def backing_off(self, testbed, flow):
+            return "backoff 7, rto 120000 ms, 1 bytes acked"
+    traffic = Traffic(None, [Flow(SynOnly(), 9, "reno", "reno", "s1", "d1", 0.0, 1.0)], tmp_path)
+    traffic.clients[9] = subprocess.Popen(["sleep", "60"], start_new_session=True)   # as Commands.popen
+    try:
+        with pytest.raises(PathError, match="1 bytes acked"):
+            traffic.wait(0.2)
+    finally:
+        traffic.clients[9].kill()
+        traffic.clients[9].wait()
