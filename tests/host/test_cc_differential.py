@@ -3,7 +3,8 @@ kernel's own reno on the same path, through `ccrig run` (the runner and its samp
 
 Same law, other implementation: mean goodput within 10 % of reno's, retransmission rates of the same order, over
 the measured intervals the kernel's BPF struct_ops fault (tcp_modules/bpf_fault.py) left alone: summary.json
-records the samples it hit per flow, and an interval it overlaps is left out, not measured again.
+records the samples it hit per flow, and an interval it overlaps (and the FAULT_AFTER after it: the summary's
+rule, analysis/samples.fault_exclusion) is left out, not measured again.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ccrig.analysis import samples
 from ccrig.commands import Commands
 from ccrig.tcp_modules import bpf_fault
 from ccrig.tcp_modules.manager import CcManager
@@ -72,8 +74,12 @@ def clean_means(rundir: Path, point: dict) -> tuple[dict, int]:
     assert [x["excluded_samples"] for x in faults] == ([excluded] if excluded else []), (faults, excluded)
     spans = [span for x in faults for span in x["spans_s"]]
     with open(d / "intervals.csv") as f:
-        rows = [r for r in csv.DictReader(f) if r["flow"] == "0"][WARMUP:]
-    kept = [r for r in rows if not any(a < float(r["t_end"]) and float(r["t_start"]) < b for a, b in spans)]
+        every = [r for r in csv.DictReader(f) if r["flow"] == "0"]
+    rows = every[WARMUP:]
+    # the intervals a span overlaps and the FAULT_AFTER after each (the burst's aftermath), a warm-up one's too
+    hit = {k for k, r in enumerate(every) if any(a < float(r["t_end"]) and float(r["t_start"]) < b for a, b in spans)}
+    touched = {k + j for k in hit for j in range(samples.FAULT_AFTER + 1)}
+    kept = [r for k, r in enumerate(every) if k >= WARMUP and k not in touched]
     assert len(kept) >= len(rows) // 2, f"the fault took {len(rows) - len(kept)} of {len(rows)} intervals"
     # an empty cell is a value the interval had none of (as analysis.stats leaves it out)
     return ({m: statistics.fmean(float(r[m]) for r in kept if r[m] != "") for m in METRICS},
