@@ -50,6 +50,9 @@ A point is "SPEC#INDEX" (a PAUSE point's run without PAUSE "SPEC#INDEX/baseline"
 claim's estimate from the summaries (evaluate(claim, archive, look, design, final) -> Verdict with its Judgement).
 The engine's loop (experiments/run/budget.py): plan(); judge every claim at look 1; while some are undecided and
 budget is left, allocation.next_pairs(), then judge at the next look (final=True when no budget is left for another).
+A claim stops at the first look that decides it (stopped_at, held): later looks still read its points, bought for
+other claims, but do not judge it again (study 001 run AI: f9-uar-smooth-above-responsive failed at look 2, got
+no repetitions for that reason, and read undecided at look 3 on the others' repetitions of one of its points).
 """
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ from . import flat as flatpart
 from .allocation import by_unit
 from .samples import Estimate, fmt
 
+STOPS = ("holds", "fails", "no-difference")   # the decisions a claim stops at (not-applicable: no data, not one)
 POWER = 0.8          # the chance of a decision that `needs` aims at
 MORE_CAP = 1000      # a need beyond this many repetitions per point is "more than the study can give"
 _stdtrit = None      # scipy's t quantile, imported by _t when first asked
@@ -344,3 +348,34 @@ def _fill(start: dict[str, int], total: int, parts) -> dict[str, int]:
             n[k] += step
         left -= step * len(lows)
     return n
+
+
+def stopped_at(looks: list[dict], before: int | None = None) -> dict[str, int]:
+    """Each claim's first look that decided it (STOPS), of the loop's recorded looks before look `before` (all:
+    None). The union bound covers the verdict of any one look, so reporting the first decision keeps the error
+    rate, and it is the verdict the allocation acted on: a decided claim is given no more repetitions."""
+    out: dict[str, int] = {}
+    for entry in looks:
+        if before is not None and entry["look"] >= before:
+            break
+        for cid, verdict in entry["verdicts"].items():
+            if verdict in STOPS:
+                out.setdefault(cid, entry["look"])
+    return out
+
+
+def held(records: list[dict], looks: list[dict], look: int) -> list[dict]:
+    """Claim records (Verdict.to_dict) judged at `look`, each claim an earlier look decided replaced by that look's
+    record (the loop keeps it in its entry's "judged"), with what `look` read beside it ("later")."""
+    early = stopped_at(looks, look)
+    out = []
+    for r in records:
+        k = early.get(r["id"])
+        kept = (looks[k - 1].get("judged") or {}).get(r["id"]) if k else None
+        if kept is None:   # a loop recorded before claims stopped (no "judged"): its last look, as then
+            out.append(r)
+            continue
+        later = {f: r.get(f) for f in ("look", "verdict", "measured", "interval", "repetitions")}
+        out.append({**kept, "basis": f"{kept['basis']}; stopped at look {k} (look {look} read {r['verdict']}: "
+                                     f"{r['measured']})", "later": later})
+    return out

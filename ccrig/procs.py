@@ -49,6 +49,29 @@ def _stat(pid: int | str) -> tuple[str, int] | None:
         return None
 
 
+def waiting_in(pid: int, frames: int = 4) -> str | None:
+    """Where a process waits, as the kernel says: its name, state and the innermost frames of its kernel stack (root
+    reads /proc/PID/stack; else the one function of wchan), e.g. "iperf3 S in do_select < core_sys_select"; None
+    when it has ended. A client past its time says whether it waits on a socket, a timer or nothing (R: running).
+    The name tells the program from what runs it elsewhere (ssh, a guest's agent)."""
+    stat = _stat(pid)
+    if stat is None:
+        return None
+    try:
+        stack = [ln.split()[1].split("+")[0] for ln in Path(f"/proc/{pid}/stack").read_text().splitlines()]
+    except (OSError, IndexError):
+        stack = [w for w in [_read(f"/proc/{pid}/wchan")] if w and w != "0"]
+    name = _read(f"/proc/{pid}/comm") or "?"
+    return f"{name} {stat[0]} in {' < '.join(stack[:frames])}" if stack else f"{name} {stat[0]}"
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
 def group_members(pgid: int) -> list[int]:
     """The processes of process group pgid that still run (zombies, already ended, are not counted)."""
     out = []

@@ -5,12 +5,11 @@
     then, while some claim is undecided, a look is left and the budget buys a repetition:
                  allocation.next_pairs (a step for every claim, then whole claims, the cheapest to decide first,
                  then the most informative points, and in the last round the rest to the undecided claims'
-                 points, fewest repetitions first, within the budget left shared
-                 among the rounds still to come, at each spec's cost per pair measured so far times the last
-                 round's pace: its time over what its pairs cost at those costs) raises those points'
-                 repetitions in study.json, the specs run again (each run directory gains repetitions in place:
-                 runner.py extends its seeded order),
-                 and every claim is judged at the next look; `final` when the budget will not buy another
+                 points, fewest repetitions first, within the budget left shared among the rounds still to come,
+                 at each spec's cost per pair measured so far times the last round's pace: its time over what its
+                 pairs cost at those costs) raises those points' repetitions in study.json, the specs run again
+                 (each run directory gains repetitions in place: runner.py extends its seeded order), and every
+                 claim not yet decided is judged at the next look; `final` when the budget will not buy another
                  round or it is the design's last look (it then spends all of alpha that is left)
     stopped      the reason, in study.json's "loop", with every look's verdicts, pairs added and time spent
 
@@ -24,14 +23,14 @@ first pass. Budget spent counts the study's wall time in this loop, the first pa
 what the claims and figures after the loop take (reserve(): 3.5 s a point) and the last round a tenth of what is
 left, so that the command ends within its --budget.
 
-Why the stated error rate holds (sequential.py's union bound over looks): every look judges every claim at
-that look's increment of alpha, and the verdict reported is the last look's; a wrong holds/fails reported is a
-wrong decision at some look, so its chance is at most the sum of the increments taken, alpha. When a
-non-final look finds nothing affordable to add, the loop judges that same look again as final (alpha minus
-what the earlier looks spent): the same data at a wider level only adds decisions, and no look follows it, so
-the increments still sum to alpha. After a final look none comes: --resume with a new --budget only extends a
-loop that was interrupted. Which points get more comes from next_pairs (the spread and the margin, never the
-observed difference), as in the simulation of tests/unit/test_budget.py.
+Why the stated error rate holds (sequential.py's union bound over looks): every look judges every claim not yet
+decided at that look's increment of alpha, and a claim's verdict is that of the first look that decided it; a wrong
+holds/fails reported is a wrong decision at some look, so its chance is at most the sum of the increments taken,
+alpha. When a non-final look finds nothing affordable to add, the loop judges that same look again as final (alpha
+minus what the earlier looks spent): the same data at a wider level only adds decisions, and no look follows it, so
+the increments still sum to alpha. After a final look none comes: --resume with a new --budget only extends a loop
+that was interrupted. Which points get more comes from next_pairs (the spread and the margin, never the observed
+difference), as in the simulation of tests/unit/test_budget.py.
 """
 from __future__ import annotations
 
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Callable
 
 from ccrig.analysis.allocation import next_pairs
-from ccrig.analysis.sequential import Design, plan
+from ccrig.analysis.sequential import STOPS, Design, plan, stopped_at
 from ccrig.errors import field_error
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.run import fidelity
@@ -65,11 +64,9 @@ LAST_ROUND_CUSHION = 0.1
 def parse_budget(text: str) -> float:
     """--budget: seconds from 900, 900s, 30m, 1.5h or 1h30m; more than 0 and at most a week."""
     m = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text or "")
-    seconds = None
-    if m and any(m.groups()):
-        h, mi, s = (float(g) if g else 0.0 for g in m.groups())
-        seconds = 3600 * h + 60 * mi + s
-    if seconds is None or not 0 < seconds <= 7 * 86400:
+    h, mi, s = (float(g) if g else 0.0 for g in m.groups()) if m and any(m.groups()) else (0.0, 0.0, 0.0)
+    seconds = 3600 * h + 60 * mi + s
+    if not 0 < seconds <= 7 * 86400:
         raise field_error("--budget", text, "a duration from 1s to 7 days such as 900 (seconds), 30m, 1h or 1h30m")
     return seconds
 
@@ -271,7 +268,10 @@ class Loop:
         # a round the budget ended before all its pairs started (runner.cut_short): no round can follow
         cut = {s: rec["cut"] for s, rec in state["specs"].items() if rec.get("cut")}
         final = bool(cut) or look >= self.design.max_looks or usable is None or usable < min(cost.values())
-        results = self.h.judge(look, final, self.design)
+        early = stopped_at(loop["looks"])   # claims decided at an earlier look: they stopped there (sequential.py)
+        kept = {cid: loop["looks"][k - 1]["verdicts"][cid] for cid, k in early.items()}
+        every = self.h.judge(look, final, self.design)
+        results = [r for r in every if r.id not in early]
         # the rounds still to come share what is left: a round planned with every second left overran it by
         # its costs' error (001 run D: 2821 s planned at look 1, 3300 s taken, a 60 min budget ended at 68)
         rounds = max(1, self.design.max_looks - look)
@@ -286,12 +286,14 @@ class Loop:
             # no look follows after all (nothing affordable, or nothing would decide them): this look is the
             # last, so it spends what is left of alpha; its decisions only grow (a wider level, same data)
             final = True
-            results = self.h.judge(look, final, self.design)
+            every = self.h.judge(look, final, self.design)
+            results = [r for r in every if r.id not in early]
             undecided = [r for r in results if r.verdict not in DECIDED]
         entry = {"look": look, "final": final, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "spent_s": round(self.spent(), 1), "budget_left_s": None if left is None else round(left, 1),
                  "reserve_s": round(self.reserve_s, 1),
-                 "verdicts": {r.id: r.verdict for r in results}, "decided": len(results) - len(undecided),
+                 "verdicts": {r.id: kept.get(r.id, r.verdict) for r in every}, "decided": len(every) - len(undecided),
+                 "judged": {r.id: r.to_dict() for r in results if r.verdict in STOPS},
                  "undecided": len(undecided), "cost_per_pair_s": {s: round(c, 1) for s, c in cost.items()},
                  "pace": round(pace, 3), **_steal_since(loop["looks"], state), **({"cut": cut} if cut else {}),
                  **({"waited_s": round(waited, 1)} if waited else {})}

@@ -31,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ccrig.analysis.claims import Claim, quantities
-from ccrig.analysis.sequential import Design
+from ccrig.analysis.sequential import Design, held
 from ccrig.analysis.verdicts import Archive, evaluate
 from ccrig.errors import InputError, RunError
 from ccrig.topologies import testbeds
@@ -392,5 +392,7 @@ def report(study_dir: Path, runs: bool = True) -> Path:
     """claims.md, claims.json and the figures (each run's own report, and a utility diagram per spec)."""
     from ccrig.experiments.report import study as study_report  # lazy: see pause_model; ~20 s in a TCG guest
     study, state, results = verdicts(study_dir)
-    return study_report.write(study_dir, study.model_dump(), state, [r.to_dict() for r in results], runs,
-                              budgets.judged_at(state)[0].describe())
+    d, look, _ = budgets.judged_at(state)
+    # a claim an earlier look decided stopped there (analysis/sequential.held): its verdict is that look's
+    records = held([r.to_dict() for r in results], (state.get("loop") or {}).get("looks") or [], look)
+    return study_report.write(study_dir, study.model_dump(), state, records, runs, d.describe())

@@ -69,19 +69,25 @@ class Workload(BaseModel):
         A client whose time is up closes with data still unacked and backs off in FIN-WAIT-1 or CLOSING."""
         out = testbed.run(flow.sender, ["ss", "-Htni", "state", "connected", "sport", "=", f":{flow.client_port}"],
                           check=False).stdout
-        if not out.strip():
-            return "none"
-        said = re.findall(r"\b(backoff|rto|bytes_acked|unacked|cwnd|lastsnd):([\d.]+)", out)
-        return " ".join([out.split()[0], *(f"{k}:{v}" for k, v in said)])
+        return (_described(out) or ["none"])[0]
 
-    def backing_off(self, testbed: Testbed, flow: Flow) -> str | None:
+    def client_connections(self, testbed: Testbed, flow: Flow) -> str:
+        """Every connection of the flow's sender to its server's port, as connection() says one, with its local
+        port: a program's control connection beside its data's (iperf3 reports and ends over the former); "none"
+        without one."""
+        out = testbed.run(flow.sender, ["ss", "-Htni", "state", "connected", "dport", "=", f":{flow.server_port}"],
+                          check=False).stdout
+        return "; ".join(_described(out, ports=True)) or "none"
+
+    def backing_off(self, testbed: Testbed, flow: Flow) -> Backoff | None:
         """What the kernel says of the flow's connection if it holds it in retransmission-timeout backoff (ss's
         `backoff:N`: its retransmissions lost one after another, by the path or by a fault that stalled the
-        socket), e.g. "backoff 6, rto 64000 ms, 0 bytes acked"; None if it is not backing off."""
+        socket); None if it is not backing off."""
         said = dict(re.findall(r"\b(backoff|rto|bytes_acked):([\d.]+)", self.connection(testbed, flow)))
         if "backoff" not in said:
             return None
-        return f"backoff {said['backoff']}, rto {said.get('rto', '?')} ms, {said.get('bytes_acked', 0)} bytes acked"
+        return Backoff(int(said["backoff"]), float(said["rto"]) if "rto" in said else None,
+                       int(said.get("bytes_acked", 0)))
 
     # --- measurement ---------------------------------------------------------------------------------
     def interval(self, series: FlowSeries, a: float, b: float, share: float) -> dict:
@@ -113,6 +119,18 @@ class Workload(BaseModel):
         return {}
 
 
+def _described(out: str, ports: bool = False) -> list[str]:
+    """Each socket of `ss -Htni` output (a line of its own, then an indented line of TCP_INFO): its state, its
+    local port if asked, and the counters that tell a stalled connection from a slow one."""
+    out_of = []
+    for block in re.split(r"\n(?=\S)", out.strip()) if out.strip() else []:
+        words = block.split()
+        said = re.findall(r"\b(backoff|rto|bytes_acked|unacked|cwnd|lastsnd):([\d.]+)", block)
+        port = [f":{words[3].rsplit(':', 1)[-1]}"] if ports and len(words) > 3 else []
+        out_of.append(" ".join([words[0], *port, *(f"{k}:{v}" for k, v in said)]))
+    return out_of
+
+
 def local_ports(testbed: Testbed, node: str, args: list[str]) -> set[int]:
     """The local ports of the node's sockets that `ss -Hn ARGS` lists (a socket's local address is the first
     address:port of its line, whether or not ss prints the State column)."""
@@ -122,6 +140,18 @@ def local_ports(testbed: Testbed, node: str, args: list[str]) -> set[int]:
         if local is not None and local.rsplit(":", 1)[1].isdigit():
             ports.add(int(local.rsplit(":", 1)[1]))
     return ports
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A connection in retransmission-timeout backoff as ss shows it (Workload.backing_off)."""
+    backoff: int                # retransmission timeouts in a row
+    rto_ms: float | None
+    bytes_acked: int            # 1: only the SYN was acknowledged (the handshake's sequence number)
+
+    def __str__(self) -> str:
+        return f"backoff {self.backoff}, rto {'?' if self.rto_ms is None else f'{self.rto_ms:g}'} ms, " \
+               f"{self.bytes_acked} bytes acked"
 
 
 @dataclass

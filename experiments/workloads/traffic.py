@@ -3,7 +3,6 @@ starts), senders parked ahead where their kind asks for it, each started at its 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import time
@@ -12,7 +11,7 @@ from typing import Any
 
 from ccrig import fanout
 from ccrig.errors import PathError, RunError
-from ccrig.procs import stop_group
+from ccrig.procs import stop_group, waiting_in
 from ccrig.topologies.testbed import Testbed
 from ccrig.experiments.workloads.base import Flow, local_ports
 
@@ -117,16 +116,18 @@ class Traffic:
                 # PER 0.4, 500 ms RTT: 7 retransmissions, 0 bytes acked, the client still waiting at 60 s), so the
                 # repetition is the path's to refuse and runs again, as a lost handshake's does (runner, reruns)
                 stalled = f.workload.backing_off(self.testbed, f)
-                if stalled and f.workload.report_optional and _carried_data(stalled):
+                if stalled and f.workload.report_optional and stalled.bytes_acked > 1:   # more than its SYN
                     # its data flowed, then the path's loss took its retransmissions one after another (study 001
                     # at PER 0.4: a flow in backoff 5-6, 17 KB acknowledged in 70 s) and its client has not ended.
                     # Every interval was sampled by now: that is the law under that loss, measured by the sockets'
                     # counters like any flow's, and running the repetition again would keep only the repetitions
                     # in which no flow starved. The client is stopped; only its report (a cross-check) is missing
+                    held = self._holding(f, p)   # what held it, before it is stopped (the cause is not known yet)
                     stop_group(p)
                     self.unreported[i] = (f"{f.workload.program} client had not finished within {timeout:g} s, its "
                                           f"connection in retransmission-timeout backoff ({stalled}): stopped; the "
-                                          f"flow's numbers are its sockets' counters, without the program's report")
+                                          f"flow's numbers are its sockets' counters, without the program's report "
+                                          f"({held})")
                     continue
                 if stalled:   # its first data never got through (or no counters to measure it): as a lost SYN
                     raise PathError(f"{f.workload.program} flow {i}'s connection from {f.sender} was in "
@@ -135,7 +136,15 @@ class Traffic:
                 # neither: what the kernel holds of it says why (study 001 run F: a client's reports stopped at 2.7 s
                 # of 30, its connection not backing off at 60 s)
                 raise RunError(f"{f.workload.program} client of flow {i} did not finish within {timeout:g} s (its "
-                               f"connection: {f.workload.connection(self.testbed, f)})") from None
+                               f"connection: {f.workload.connection(self.testbed, f)}; {self._holding(f, p)})"
+                               ) from None
+
+    def _holding(self, f: Flow, p: subprocess.Popen) -> str:
+        """What a client past its time waits on: every connection it has to its server's port (a control
+        connection's state beside the data's) and where its process sleeps in the kernel (study 001's clients
+        held past their time: not their data connection's backoff alone, session 43 found)."""
+        return (f"its connections to port {f.server_port}: {f.workload.client_connections(self.testbed, f)}; "
+                f"its process: {waiting_in(p.pid) or 'ended'}")
 
     def stop(self) -> None:
         """Ends every process this point started (clients first, then servers). Never raises."""
@@ -149,13 +158,6 @@ class Traffic:
         without its report, `unreported`); a flow whose program failed raises with the program's own words."""
         return {f.index: None if f.index in self.unreported else f.workload.result(f, self.out_dir)
                 for f in self.flows}
-
-
-def _carried_data(stalled: str) -> bool:
-    """Whether a connection backing off (Workload.backing_off's words) had data acknowledged: more than its SYN's
-    one byte."""
-    acked = re.search(r"(\d+) bytes acked", stalled)
-    return acked is not None and int(acked.group(1)) > 1
 
 
 def _until_all(flows: list[Flow], ready, deadline: float, failed) -> None:

@@ -4,7 +4,6 @@ measurement: the program's counters and the receiver's count, the senders' 20 ms
 import csv
 import json
 import math
-import re
 import subprocess
 import time
 
@@ -157,7 +156,7 @@ def test_a_connection_whose_retransmissions_are_lost_is_seen_backing_off(two_nod
     from support.wait import listening, until
     # a flow's own ports (ccrig/ports.py): the loss program spares every other connection to a server port
     port, cport = SERVER_PORT + 300, CLIENT_PORT + 300
-    flow = SimpleNamespace(sender="a", client_port=cport)
+    flow = SimpleNamespace(sender="a", client_port=cport, server_port=port)
     server = two_nodes.popen("b", ["iperf3", "--server", "--one-off", "--port", str(port)])
     client = None
     try:
@@ -173,9 +172,14 @@ def test_a_connection_whose_retransmissions_are_lost_is_seen_backing_off(two_nod
         drop.attach(program.build(two_nodes.commands))
         drop.set_loss(1.0)
         said = until(lambda: Bulk().backing_off(two_nodes, flow), 60, "the connection backing off")
-        backoff, rto, acked_bytes = (float(w) for w in re.fullmatch(r"backoff (\d+), rto ([\d.]+) ms, (\d+) bytes "
-                                                                       r"acked", said).groups())
-        assert backoff >= 1 and rto >= 200 and acked_bytes > 0, said   # Linux's RTO floor; data had flowed
+        # Linux's RTO floor; data had flowed (more than the SYN's byte)
+        assert said.backoff >= 1 and said.rto_ms >= 200 and said.bytes_acked > 1, said
+        assert str(said) == f"backoff {said.backoff}, rto {said.rto_ms:g} ms, {said.bytes_acked} bytes acked"
+        # both of the client's connections to the server's port, each with its own port: the data's backing off,
+        # the control's (spared by the loss program) not
+        both = dict(c.split(" ", 2)[1:] for c in Bulk().client_connections(two_nodes, flow).split("; "))
+        assert len(both) == 2 and "backoff:" in both[f":{cport}"], both
+        assert "backoff:" not in [v for k, v in both.items() if k != f":{cport}"][0], both
         # the client closes with its data unacked (its time is up): the socket backs off in FIN-WAIT-1 (CLOSING once
         # the server, its control connection gone, closes too), and is still the path's to refuse
         client.kill()

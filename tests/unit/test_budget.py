@@ -5,6 +5,7 @@ repetitions, when the loop stops and why, that the budget is never overspent, an
 where a stopped loop left off."""
 import copy
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,17 @@ from ccrig.analysis.verdicts import _first_pass_again
 from ccrig.errors import InputError
 from ccrig.experiments.run import budget, together
 from ccrig.experiments.run.signals import Interrupted
+
+
+@dataclass
+class V:
+    """A claim's verdict as analysis/verdicts.Verdict gives it to the loop."""
+    id: str
+    verdict: str
+    judgement: object = None
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "verdict": self.verdict, "basis": "simulated", "measured": "m"}
 
 
 class World:
@@ -36,6 +48,7 @@ class World:
         self.failing: set[str] = set()   # specs one of whose pairs failed (each round they run in says so)
         self.spoiled_first: set[str] = set()   # specs whose first round's repetitions were all spoiled (steal)
         self.left_out = {s: 0 for s in truth}
+        self.flips: dict[tuple[str, int], str] = {}   # (claim, look) -> the verdict that look reads instead
         first = budget.first_pass({s: {0: (1, 1)} for s in truth}, budget.design(k0, True))
         self.state = {"specs": {s: {"status": "pending", "run_dir": None, "repetitions": first[s]} for s in truth}}
 
@@ -93,11 +106,10 @@ class World:
                 cut = any(self.state["specs"][s].get("cut") for s in (a, b))
                 unmeasured = [f"{s}#0" for s in (a, b) if s in self.spoiled_first and not self.values[s]]
                 again = _first_pass_again(Unmeasured("spoiled", unmeasured), look, design, final)
-                out.append(type("V", (), {"id": cid, "verdict": "undecided" if cut or unmeasured else
-                                          "not-applicable", "judgement": None if cut else again})())
+                out.append(V(cid, "undecided" if cut or unmeasured else "not-applicable", None if cut else again))
                 continue
             j = judge(est, Rule(margin=margin), look, design, final)
-            out.append(type("V", (), {"id": cid, "verdict": j.verdict, "judgement": j})())
+            out.append(V(cid, self.flips.get((cid, look), j.verdict), j))
         return out
 
     def loop(self, budget_s, k0: int = 3, reserve_s: float = 0.0) -> budget.Loop:
@@ -158,6 +170,21 @@ def test_more_repetitions_go_only_to_the_points_undecided_claims_read(tmp_path):
     assert len(w.values["b"]) == 3
     assert loop["looks"][-1]["verdicts"]["wide"] == "holds"
     assert loop["stopped"]
+
+
+def test_a_claim_decided_at_a_look_stops_there_while_its_points_run_on_for_others(tmp_path):
+    # study 001 run AI: f9-uar-smooth-above-responsive failed at look 2 and got nothing more for it, then read
+    # undecided at look 3 on the repetitions its smooth point had for another claim. It now stops at look 2
+    w = World(tmp_path, {"a": (10.0, 1.0), "b": (30.0, 1.0), "c": (10.0, 1.0)},
+              {"wide": ("b", "a", 1.0), "close": ("a", "c", 2.0)}, cost=1.0)
+    w.flips = {("wide", 2): "undecided", ("wide", 3): "fails"}   # what later looks would read, were it judged
+    w.loop(1e6).run()
+    looks = w.state["loop"]["looks"]
+    assert len(looks) >= 2 and looks[0]["verdicts"]["wide"] == "holds", looks
+    assert all(e["verdicts"]["wide"] == "holds" for e in looks), looks
+    assert "wide" in looks[0]["judged"] and all("wide" not in e["judged"] for e in looks[1:])
+    assert all(set(e.get("added", {})) <= {"a#0", "c#0"} for e in looks), looks   # none for wide alone
+    assert looks[-1]["decided"] + looks[-1]["undecided"] == 2
 
 
 def test_a_study_with_every_claim_decided_stops_after_the_first_look(tmp_path):
@@ -288,6 +315,23 @@ def test_resume_continues_the_loop_where_it_stopped(tmp_path):
     w.runs.clear()
     w.loop(None).run()   # a stopped loop resumed does nothing more
     assert w.runs == [] and len(w.state["loop"]["looks"]) == 3
+
+
+def test_by_simulation_a_claim_that_stops_at_its_first_decision_keeps_its_error_rate(monkeypatch):
+    # two claims share point a; the second (a margin four times narrower) keeps the loop buying repetitions of a
+    # after the first decided: the first's verdict is its first decision's, whatever later looks would read
+    from scipy import stats
+    runs, seen = 1000, {}
+    for i in range(runs):
+        w = World(Path("/nonexistent"), {"a": (0.0, 1.0), "b": (0.0, 1.0), "c": (0.0, 1.0)},
+                  {"first": ("a", "b", 1.0), "other": ("a", "c", 0.25)}, cost=1.0, seed=500000 + i, disk=False)
+        monkeypatch.setattr(budget, "pairs_of", lambda d, w=w: (len(w.values[d.name]), 0) if d else (0, 0))
+        w.loop(200.0).run()
+        v = w.state["loop"]["looks"][-1]["verdicts"]["first"]
+        seen[v] = seen.get(v, 0) + 1
+    wrong = seen.get("holds", 0) + seen.get("fails", 0)
+    assert stats.binomtest(wrong, runs).proportion_ci(confidence_level=0.98, method="exact").low <= 0.05, seen
+    assert seen.get("no-difference", 0) / runs >= 0.5, seen   # it decides: the margin is a sigma
 
 
 def _simulate(monkeypatch, runs: int, delta: float, margin: float, seed: int) -> dict[str, int]:

@@ -23,3 +23,22 @@ def test_a_group_already_gone_returns_at_once():
     proc.wait()
     stop_group(proc)
     assert group_members(proc.pid) == []
+
+
+def test_a_process_says_where_it_waits_and_nothing_once_it_has_ended():
+    from ccrig.procs import waiting_in
+    sleeper = subprocess.Popen(["sleep", "60"])
+    spinner = subprocess.Popen(["python3", "-c", "print('up', flush=True)\nwhile 1: pass"], stdout=subprocess.PIPE)
+    try:
+        # its kernel stack's innermost frames (root reads them), or its wchan: a sleep waits on a timer
+        until = time.monotonic() + 30
+        while not (said := waiting_in(sleeper.pid) or "").startswith("sleep S in ") and time.monotonic() < until:
+            time.sleep(0.05)   # until it has exec'd and sleeps
+        assert said.startswith("sleep S in ") and "sleep" in said.split(" in ", 1)[1], said
+        assert spinner.stdout.readline() == b"up\n"   # started, and spinning from here on: runnable, never asleep
+        assert waiting_in(spinner.pid).split()[:2] == ["python3", "R"], waiting_in(spinner.pid)
+    finally:
+        for p in (sleeper, spinner):
+            p.kill()
+            p.wait()
+    assert waiting_in(sleeper.pid) is None

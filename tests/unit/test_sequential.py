@@ -325,3 +325,24 @@ def test_a_step_that_completes_a_claim_comes_before_a_down_payment():
     assert sum(n * cost[k] for k, n in out.items()) <= 160
     # with room for all three, the far claim still gets its step
     assert dict(next_pairs([far, *near], 300, cost))["s5"] >= 3
+
+
+def test_a_claim_keeps_the_verdict_of_the_first_look_that_decided_it():
+    looks = [{"look": 1, "verdicts": {"x": "undecided", "y": "not-applicable", "z": "holds"}, "judged": {}},
+             {"look": 2, "verdicts": {"x": "fails", "y": "holds", "z": "holds"},
+              "judged": {"x": {"id": "x", "verdict": "fails", "basis": "98 % interval [-3, -1]", "measured": "1 > 3"},
+                         "y": {"id": "y", "verdict": "holds", "basis": "b", "measured": "m"}}},
+             {"look": 3, "verdicts": {"x": "fails", "y": "holds", "z": "holds"}, "judged": {}}]
+    # not-applicable is no decision: y stops at look 2; z's look 1 recorded no "judged" (a loop from before)
+    assert sequential.stopped_at(looks) == {"z": 1, "x": 2, "y": 2}
+    assert sequential.stopped_at(looks, before=2) == {"z": 1}
+    now = [{"id": c, "verdict": "undecided", "basis": "later", "measured": "2 > 2.5", "look": 3, "interval": [-1, 0.2],
+            "repetitions": {"p#0": 43}} for c in ("x", "y", "z", "w")]
+    out = {r["id"]: r for r in sequential.held(now, looks, 3)}
+    assert out["x"]["verdict"] == "fails" and out["x"]["measured"] == "1 > 3"
+    assert out["x"]["basis"] == "98 % interval [-3, -1]; stopped at look 2 (look 3 read undecided: 2 > 2.5)"
+    assert out["x"]["later"] == {"look": 3, "verdict": "undecided", "measured": "2 > 2.5", "interval": [-1, 0.2],
+                                 "repetitions": {"p#0": 43}}
+    assert out["y"]["verdict"] == "holds"
+    assert out["z"] == now[2] and out["w"] == now[3]   # no record kept, or never decided: as judged now
+    assert sequential.held(now, looks, 2) == now       # judged at look 2: nothing stopped before it but z

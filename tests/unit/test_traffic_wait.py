@@ -7,7 +7,7 @@ from contextlib import contextmanager
 import pytest
 
 from ccrig.errors import PathError, RunError
-from ccrig.experiments.workloads.base import Flow
+from ccrig.experiments.workloads.base import Backoff, Flow
 from ccrig.experiments.workloads.bulk import Bulk
 from ccrig.experiments.workloads.traffic import Traffic
 
@@ -18,7 +18,10 @@ class Stalled(Bulk):
         return False
 
     def backing_off(self, testbed, flow):
-        return "backoff 6, rto 64000 ms, 0 bytes acked"
+        return Backoff(6, 64000.0, 0)
+
+    def client_connections(self, testbed, flow):
+        return "ESTAB :41234 rto:204 bytes_acked:165 cwnd:10 lastsnd:60000; FIN-WAIT-1 :6009 backoff:6 rto:64000"
 
 
 class Slow(Stalled):
@@ -45,7 +48,9 @@ def one_client(tmp_path, workload):
 @pytest.mark.parametrize("workload, error, words", [
     (Stalled(), PathError, "retransmission-timeout backoff after 0.2 s (backoff 6, rto 64000 ms, 0 bytes acked)"),
     (Slow(), RunError, "iperf3 client of flow 9 did not finish within 0.2 s (its connection: ESTAB rto:204 "
-                       "bytes_acked:1 unacked:10 cwnd:1)")])
+                       "bytes_acked:1 unacked:10 cwnd:1; its connections to port 5210: ESTAB :41234 rto:204 "
+                       "bytes_acked:165 cwnd:10 lastsnd:60000; FIN-WAIT-1 :6009 backoff:6 rto:64000; its process: "
+                       "sleep S in ")])
 def test_a_client_past_its_deadline(tmp_path, workload, error, words):
     with one_client(tmp_path, workload) as traffic:
         with pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")) as raised:
@@ -56,12 +61,12 @@ def test_a_client_past_its_deadline(tmp_path, workload, error, words):
 class Starved(Stalled):
     """A flow whose data flowed, then whose retransmissions the path took one after another (PER 0.4)."""
     def backing_off(self, testbed, flow):
-        return "backoff 6, rto 96256 ms, 17414 bytes acked"
+        return Backoff(6, 96256.0, 17414)
 
 
 class SynOnly(Stalled):
     def backing_off(self, testbed, flow):
-        return "backoff 7, rto 120000 ms, 1 bytes acked"
+        return Backoff(7, 120000.0, 1)
 
 
 def test_a_client_the_path_holds_in_backoff_after_its_data_flowed_is_stopped_and_its_flow_kept(tmp_path):
@@ -73,7 +78,28 @@ def test_a_client_the_path_holds_in_backoff_after_its_data_flowed_is_stopped_and
         assert traffic.clients[9].wait(10) is not None   # stopped
         assert "client had not finished within 0.2 s" in traffic.unreported[9]
         assert "(backoff 6, rto 96256 ms, 17414 bytes acked)" in traffic.unreported[9]
+        # what held it, read before it was stopped: its control connection and where its process slept
+        assert "its connections to port 5210: ESTAB :41234" in traffic.unreported[9]
+        assert "its process: sleep S in " in traffic.unreported[9], traffic.unreported[9]
         assert traffic.results() == {9: None}   # its JSON (none here) is not read
     with one_client(tmp_path, SynOnly()) as traffic:
         with pytest.raises(PathError, match="1 bytes acked"):
             traffic.wait(0.2)
+
+
+SS = """ESTAB 0      0      10.0.1.1:6009  10.0.2.1:5210
+\t cubic wscale:10,10 rto:204 rtt:0.262/0.323 cwnd:20 bytes_sent:708902790 bytes_acked:708706342 unacked:3
+ESTAB 0      0      10.0.1.1:60922 10.0.2.1:5210
+\t cubic wscale:10,10 rto:1206 backoff:2 rtt:0.021/0.02 ato:40 cwnd:13 bytes_acked:165 lastsnd:1016 lastrcv:1012
+"""
+
+
+def test_each_socket_of_ss_is_said_apart_with_its_port_and_the_counters_that_tell_a_stall():
+    class Bed:
+        def run(self, node, argv, check=True):
+            assert node == "s1" and argv[:5] == ["ss", "-Htni", "state", "connected", "dport"], argv
+            return subprocess.CompletedProcess(argv, 0, SS, "")
+    flow = Flow(Bulk(), 9, "reno", "reno", "s1", "d1", 0.0, 1.0)
+    assert Bulk().client_connections(Bed(), flow) == (
+        "ESTAB :6009 rto:204 cwnd:20 bytes_acked:708706342 unacked:3; "
+        "ESTAB :60922 rto:1206 backoff:2 cwnd:13 bytes_acked:165 lastsnd:1016")
