@@ -1,6 +1,6 @@
-"""Random loss and link events on this kernel (no netem): random loss by the BPF program, link events, per-sender TCP settings,
-max_window, a flow's stop, and bad input refused before anything is set up. Physics is checked against our own
-measurement: the program's counters and the receiver's count, the senders' 20 ms trace, the namespaces' sysctls."""
+"""Random loss and link events on this kernel (no netem): random loss by the BPF program, link events, per-sender TCP
+settings, max_window, a flow's stop, and bad input refused before anything is set up. Physics is checked against our
+own measurement: the program's counters and the receiver's count, the senders' 20 ms trace, the namespaces' sysctls."""
 import csv
 import json
 import math
