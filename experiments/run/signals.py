@@ -8,20 +8,25 @@ thread: elsewhere (a runner in a test's thread) both do nothing. EXIT_CODES: the
 A handler runs wherever the main thread is when the signal comes, a finalizer included (Popen.__del__ runs Python
 code after every command), and an exception raised there is only printed ("Exception ignored in"): the run went on
 as if no signal had come (CI 2026-12-02: SIGINT in a run's sampler start, exit 0 after 23 s). So an Interrupted a
-finalizer swallowed is sent again (_resend) and its handler raises it once more.
+finalizer swallowed is sent again (_resend) and its handler raises it once more. A signal that comes while _resend
+itself runs (starting its thread waits, and a busy machine may take longer than RESEND_AFTER to wake: CI 2026-12-06)
+is sent again too: raised in the hook it would be swallowed as well.
 """
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
 import threading
+import time
 from typing import Callable
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}   # SIGTERM ends as a shell says it did
 RESEND_AFTER = 0.05   # s: late enough that the finalizer (and the hook) has returned when the signal comes again
 _lost: list[str] = []   # the signals whose Interrupted a finalizer swallowed, sent again and not raised yet
+_hooking = False        # _resend is running: an Interrupted raised now would be swallowed
 _previous_hook = sys.unraisablehook
 
 
@@ -30,19 +35,40 @@ class Interrupted(Exception):
 
 
 def _raise(signum, frame):
-    raise Interrupted(signal.Signals(signum).name)
+    if not _in_hook(signum):
+        raise Interrupted(signal.Signals(signum).name)
+
+
+def _kill_later(signum: int) -> None:
+    time.sleep(RESEND_AFTER)
+    os.kill(os.getpid(), signum)
+
+
+def _send_later(signum: int) -> None:
+    # _thread, not threading.Timer: Timer.start() waits for its thread, and the signal could come in that wait
+    _thread.start_new_thread(_kill_later, (signum,))
+
+
+def _in_hook(signum: int) -> bool:
+    """Whether _resend is running; then the signal is sent again, later, and its handler does nothing now."""
+    if _hooking:
+        _send_later(signum)
+    return _hooking
 
 
 def _resend(unraisable) -> None:
     """sys.unraisablehook: an Interrupted a finalizer swallowed is sent again from another thread, a moment later
     (raised in this hook it would be swallowed too); any other goes to the hook there was."""
+    global _hooking
     if not isinstance(unraisable.exc_value, Interrupted):
         return _previous_hook(unraisable)
-    name = str(unraisable.exc_value)
-    _lost.append(name)
-    again = threading.Timer(RESEND_AFTER, os.kill, (os.getpid(), signal.Signals[name]))
-    again.daemon = True
-    again.start()
+    _hooking = True
+    try:
+        name = str(unraisable.exc_value)
+        _lost.append(name)
+        _send_later(signal.Signals[name])
+    finally:
+        _hooking = False
 
 
 def _hook_in() -> None:
@@ -127,6 +153,8 @@ class trapped:
         return self
 
     def _raise_once(self, signum, frame) -> None:
+        if _in_hook(signum):
+            return
         if self.fired and not _retaken(signum):
             _say_cleaning(self.remaining)
             return

@@ -118,6 +118,13 @@ def test_not_applicable_when_a_point_was_not_run():
     assert v.verdict == "not-applicable" and "fewer than two points" in v.basis
     v = evaluate(claim({"kind": "bound", "q": {"spec": "other"}, "op": ">", "value": 0}), quick)
     assert v.verdict == "not-applicable" and "not run" in v.basis
+    # its one point spoiled too (a busy machine): still no trend to see, not a point to measure again
+    spoiled = copy.deepcopy(PER[:1])
+    for rep in spoiled[0]["repetitions"]:
+        rep["fidelity"] = {"verdict": "testbed-limited", "reasons": ["the bottleneck dequeued 0.86 of its rate"]}
+    v = evaluate(claim({"kind": "trend", "q": {"spec": "alphabeta", "at": {"cc": "resp"}}, "along": "loss",
+                        "sign": "falls"}), Archive({"alphabeta": spoiled}))
+    assert v.verdict == "not-applicable" and "fewer than two points along loss were run" in v.basis, v
     v = evaluate(claim({"kind": "bound", "q": {"spec": "alphabeta", "at": {"cc": "smooth"}}, "op": ">",
                         "value": 0}), quick)
     assert v.verdict == "not-applicable" and "no point" in v.basis

@@ -30,6 +30,20 @@ def test_an_interrupt_a_finalizer_swallowed_is_raised_again_in_the_run():
     assert signals._lost == []
 
 
+def test_the_signal_sent_again_that_comes_while_the_hook_still_runs_is_sent_once_more(monkeypatch):
+    """On a busy machine the signal sent again can come before the hook has returned (CI 2026-12-06: while it
+    started its thread); raised there it would be swallowed too, so it is sent once more and raised in the run."""
+    with signals.trapped() as trap:
+        trap.fired = True
+        signals._lost.append("SIGINT")
+        monkeypatch.setattr(signals, "_hooking", True)
+        signal.raise_signal(signal.SIGINT)   # its handler runs here, as if inside the hook: it must not raise
+        monkeypatch.setattr(signals, "_hooking", False)
+        with pytest.raises(signals.Interrupted, match="SIGINT"):
+            _spin(10)
+    assert signals._lost == []
+
+
 def test_outside_a_run_too():
     old = signal.getsignal(signal.SIGINT)
     try:
