@@ -63,31 +63,19 @@ class Workload(BaseModel):
         """Whether the flow's TCP connection is still opening (SYN-SENT): its handshake meeting the path's loss."""
         return flow.client_port in local_ports(testbed, flow.sender, ["-t", "state", "syn-sent"])
 
-    def connection(self, testbed: Testbed, flow: Flow) -> str:
-        """The flow's connection as the kernel holds it, in any connected state: its state and ss's backoff, rto,
-        bytes acked, unacked, cwnd and lastsnd, e.g. "FIN-WAIT-1 backoff:6 rto:64000 ..."; "none" without one.
-        A client whose time is up closes with data still unacked and backs off in FIN-WAIT-1 or CLOSING."""
+    def connection(self, testbed: Testbed, flow: Flow) -> Socket | None:
+        """The flow's connection as the kernel holds it, in any connected state (None without one). A client
+        whose time is up closes with data still unacked and backs off in FIN-WAIT-1 or CLOSING."""
         out = testbed.run(flow.sender, ["ss", "-Htni", "state", "connected", "sport", "=", f":{flow.client_port}"],
                           check=False).stdout
-        return (_described(out) or ["none"])[0]
+        return next(iter(sockets(out)), None)
 
     def client_connections(self, testbed: Testbed, flow: Flow) -> str:
-        """Every connection of the flow's sender to its server's port, as connection() says one, with its local
-        port: a program's control connection beside its data's (iperf3 reports and ends over the former); "none"
-        without one."""
+        """Every connection of the flow's sender to its server's port, each with its local port: a program's
+        control connection beside its data's (iperf3 reports and ends over the former); "none" without one."""
         out = testbed.run(flow.sender, ["ss", "-Htni", "state", "connected", "dport", "=", f":{flow.server_port}"],
                           check=False).stdout
-        return "; ".join(_described(out, ports=True)) or "none"
-
-    def backing_off(self, testbed: Testbed, flow: Flow) -> Backoff | None:
-        """What the kernel says of the flow's connection if it holds it in retransmission-timeout backoff (ss's
-        `backoff:N`: its retransmissions lost one after another, by the path or by a fault that stalled the
-        socket); None if it is not backing off."""
-        said = dict(re.findall(r"\b(backoff|rto|bytes_acked):([\d.]+)", self.connection(testbed, flow)))
-        if "backoff" not in said:
-            return None
-        return Backoff(int(said["backoff"]), float(said["rto"]) if "rto" in said else None,
-                       int(said.get("bytes_acked", 0)))
+        return "; ".join(str(s) for s in sockets(out)) or "none"
 
     # --- measurement ---------------------------------------------------------------------------------
     def interval(self, series: FlowSeries, a: float, b: float, share: float) -> dict:
@@ -119,16 +107,16 @@ class Workload(BaseModel):
         return {}
 
 
-def _described(out: str, ports: bool = False) -> list[str]:
-    """Each socket of `ss -Htni` output (a line of its own, then an indented line of TCP_INFO): its state, its
-    local port if asked, and the counters that tell a stalled connection from a slow one."""
-    out_of = []
+def sockets(out: str) -> list[Socket]:
+    """Each socket of `ss -Htni` output (a line of its own, then an indented line of TCP_INFO)."""
+    found = []
     for block in re.split(r"\n(?=\S)", out.strip()) if out.strip() else []:
         words = block.split()
-        said = re.findall(r"\b(backoff|rto|bytes_acked|unacked|cwnd|lastsnd):([\d.]+)", block)
-        port = [f":{words[3].rsplit(':', 1)[-1]}"] if ports and len(words) > 3 else []
-        out_of.append(" ".join([words[0], *port, *(f"{k}:{v}" for k, v in said)]))
-    return out_of
+        port = words[3].rsplit(":", 1)[-1] if len(words) > 3 else ""
+        found.append(Socket(words[0], int(port) if port.isdigit() else None,
+                            dict(re.findall(r"\b(backoff|rto|bytes_acked|unacked|notsent|cwnd|lastsnd):([\d.]+)",
+                                            block))))
+    return found
 
 
 def local_ports(testbed: Testbed, node: str, args: list[str]) -> set[int]:
@@ -143,8 +131,39 @@ def local_ports(testbed: Testbed, node: str, args: list[str]) -> set[int]:
 
 
 @dataclass(frozen=True)
+class Socket:
+    """A connection as `ss -Htni` shows it: its state, its local port and ss's counters that tell a stalled
+    connection from a slow one (backoff, rto, bytes_acked, unacked, notsent, cwnd, lastsnd), as ss writes them."""
+    state: str
+    port: int | None
+    counters: dict[str, str]
+
+    @property
+    def bytes_acked(self) -> int:
+        return int(self.counters.get("bytes_acked", 0))   # 1: only the SYN (the handshake's sequence number)
+
+    @property
+    def notsent(self) -> int:
+        """Bytes the program wrote that the socket has not sent yet (ss says none when there are none)."""
+        return int(self.counters.get("notsent", 0))
+
+    @property
+    def backoff(self) -> Backoff | None:
+        """Its retransmission-timeout backoff (ss's `backoff:N`: its retransmissions lost one after another, by
+        the path or by a fault that stalled the socket); None if it is not backing off."""
+        if "backoff" not in self.counters:
+            return None
+        rto = self.counters.get("rto")
+        return Backoff(int(self.counters["backoff"]), None if rto is None else float(rto), self.bytes_acked)
+
+    def __str__(self) -> str:
+        port = [] if self.port is None else [f":{self.port}"]
+        return " ".join([self.state, *port, *(f"{k}:{v}" for k, v in self.counters.items())])
+
+
+@dataclass(frozen=True)
 class Backoff:
-    """A connection in retransmission-timeout backoff as ss shows it (Workload.backing_off)."""
+    """A connection in retransmission-timeout backoff as ss shows it (Socket.backoff)."""
     backoff: int                # retransmission timeouts in a row
     rto_ms: float | None
     bytes_acked: int            # 1: only the SYN was acknowledged (the handshake's sequence number)

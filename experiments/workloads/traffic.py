@@ -13,7 +13,7 @@ from ccrig import fanout
 from ccrig.errors import PathError, RunError
 from ccrig.procs import stop_group, waiting_in
 from ccrig.topologies.testbed import Testbed
-from ccrig.experiments.workloads.base import Flow, local_ports
+from ccrig.experiments.workloads.base import Flow, Socket, local_ports
 
 
 class Traffic:
@@ -115,35 +115,37 @@ class Traffic:
                 # the kernel's own state again: its data's retransmissions lost one after another (study 001 at
                 # PER 0.4, 500 ms RTT: 7 retransmissions, 0 bytes acked, the client still waiting at 60 s), so the
                 # repetition is the path's to refuse and runs again, as a lost handshake's does (runner, reruns)
-                stalled = f.workload.backing_off(self.testbed, f)
-                if stalled and f.workload.report_optional and stalled.bytes_acked > 1:   # more than its SYN
-                    # its data flowed, then the path's loss took its retransmissions one after another (study 001
-                    # at PER 0.4: a flow in backoff 5-6, 17 KB acknowledged in 70 s) and its client has not ended.
+                conn = f.workload.connection(self.testbed, f)
+                stalled = conn.backoff if conn is not None else None
+                why = _starved(conn) if f.workload.report_optional else None
+                if why:
+                    # its data flowed, and the path's loss starves it still (study 001 at PER 0.4: a flow in backoff
+                    # 5-6, 17 KB acknowledged in 70 s; or 29 KB in 130 s at cwnd 2) while its client has not ended
+                    # (iperf3 3.12 had not even begun to end: its control connection silent since the parameters).
                     # Every interval was sampled by now: that is the law under that loss, measured by the sockets'
                     # counters like any flow's, and running the repetition again would keep only the repetitions
                     # in which no flow starved. The client is stopped; only its report (a cross-check) is missing
                     held = self._holding(f, p)   # what held it, before it is stopped (the cause is not known yet)
                     stop_group(p)
                     self.unreported[i] = (f"{f.workload.program} client had not finished within {timeout:g} s, its "
-                                          f"connection in retransmission-timeout backoff ({stalled}): stopped; the "
-                                          f"flow's numbers are its sockets' counters, without the program's report "
-                                          f"({held})")
+                                          f"connection {why}: stopped; the flow's numbers are its sockets' "
+                                          f"counters, without the program's report ({held})")
                     continue
                 if stalled:   # its first data never got through (or no counters to measure it): as a lost SYN
                     raise PathError(f"{f.workload.program} flow {i}'s connection from {f.sender} was in "
                                     f"retransmission-timeout backoff after {timeout:g} s ({stalled}): its data met "
                                     f"the path's loss, or a fault stalled its socket") from None
                 # neither: what the kernel holds of it says why (study 001 run F: a client's reports stopped at 2.7 s
-                # of 30, its connection not backing off at 60 s)
-                raise RunError(f"{f.workload.program} client of flow {i} did not finish within {timeout:g} s (its "
-                               f"connection: {f.workload.connection(self.testbed, f)}; {self._holding(f, p)})"
-                               ) from None
+                # of 30, its connection not backing off at 60 s; a drained socket may have gone without data)
+                raise RunError(f"{f.workload.program} client of flow {i} did not finish within {timeout:g} s "
+                               f"({self._holding(f, p)})") from None
 
     def _holding(self, f: Flow, p: subprocess.Popen) -> str:
         """What a client past its time waits on: every connection it has to its server's port (a control
         connection's state beside the data's) and where its process sleeps in the kernel. What held study 001's
         clients is not known: every data packet lost from 3 s of 8 did not hold iperf3 3.12 past its time."""
-        return (f"its connections to port {f.server_port}: {f.workload.client_connections(self.testbed, f)}; "
+        return (f"its connections to port {f.server_port} (its data's from :{f.client_port}): "
+                f"{f.workload.client_connections(self.testbed, f)}; "
                 f"its process: {waiting_in(p.pid) or 'ended'}")
 
     def stop(self) -> None:
@@ -174,3 +176,17 @@ def _until_all(flows: list[Flow], ready, deadline: float, failed) -> None:
                 raise RunError(why)
         if pending:
             time.sleep(0.05)
+
+
+def _starved(conn: Socket | None) -> str | None:
+    """Why a client past its time still has its flow measured, if it does: its data flowed (more than the SYN
+    acknowledged) and its socket is still sending what the program wrote, in backoff or holding data not yet sent.
+    Data not yet sent now was written before, so the flow was never short of data to send over the measured
+    window; a drained socket may have been (a program stuck early), and its repetition fails."""
+    if conn is None or conn.bytes_acked <= 1:
+        return None
+    if conn.backoff is not None:
+        return f"in retransmission-timeout backoff ({conn.backoff})"
+    if conn.notsent > 0:
+        return f"still sending, {conn.notsent} bytes the client wrote not yet sent ({conn})"
+    return None

@@ -271,6 +271,28 @@ def test_the_calibration_bisects_once_between_a_pass_and_a_fail(monkeypatch, tmp
                 "softirq_busiest_core": 0.2}
     monkeypatch.setattr(calibration, "_round", round_at)
     record = calibration.measure(tmp_path / "cal", "ccrig-test")
-    assert [r["rate"] for r in record["rounds"]] == rates
+    assert [r["rate"] for r in record["rounds"] if not r.get("repeated")] == rates
+    # every round that failed was measured once more, the first kept beside it
+    again = [r["rate"] for r in record["rounds"] if r.get("repeated")]
+    assert again == [r["rate"] for r in record["rounds"] if not r["passed"] and not r.get("repeated")]
     assert record["capacity_pps"] == float(capacity.removesuffix("mbit")) * 1e6 / 1e4
     assert record["passed"] == (limit >= 12e6)
+
+
+def test_a_round_a_busy_moment_spoiled_is_measured_again_before_it_counts(monkeypatch, tmp_path):
+    """2026-12-05, just after `make deps`: 100 Mbit/s a pair read 0.977 of T_max, and the capacity halved."""
+    from ccrig.experiments.run import calibration
+    seen: list[str] = []
+
+    def round_at(rate: str, out, prefix) -> dict:   # carries 150 Mbit/s a pair; the very first round is busy
+        seen.append(rate)
+        bps = float(rate.removesuffix("mbit")) * 1e6
+        ok = bps <= 160e6 and len(seen) > 1
+        return {"rate": rate, "offered_pps": bps / 1e4, "goodput_of_t_max": 0.99 if ok else 0.977,
+                "softirq_busiest_core": 0.2}
+    monkeypatch.setattr(calibration, "_round", round_at)
+    record = calibration.measure(tmp_path / "cal", "ccrig-test")
+    assert seen == ["100mbit", "100mbit", "200mbit", "200mbit", "150mbit"]
+    assert [(r["rate"], r["passed"], r.get("repeated", False)) for r in record["rounds"]][:2] == [
+        ("100mbit", False, True), ("100mbit", True, False)]
+    assert record["capacity_pps"] == 150e6 / 1e4 and record["passed"]
