@@ -89,7 +89,8 @@ def test_auto_falls_back_to_the_controller_across_hosts(bed, ccrig, tmp_path):
     p = ccrig.run(spec, "--inventory", str(bed.inventory))
     assert p.returncode == 0, p.stderr
     run = next((tmp_path / "runs").iterdir())
-    pause = json.loads((run / "summary.json").read_text())["points"][0]["repetitions"][0]["pause"]
+    summary = json.loads((run / "summary.json").read_text())
+    pause = summary["points"][0]["repetitions"][0]["pause"]
     assert pause["mode"] == "emulated" and "lab0 (driver veth)" in pause["note"], pause
     # the study's mechanics: node 2's queue crossed T1 and fell below T2, node 1 was held meanwhile
     assert pause["xoff"] >= 1 and pause["xon"] >= 1 and pause["paused_s"] > 0, pause
@@ -103,7 +104,9 @@ def test_auto_falls_back_to_the_controller_across_hosts(bed, ccrig, tmp_path):
     started = [e for e in re.split(r"\n(?=\s+[\d.]+ +\S+ )", (run / "commands.log").read_text())
                if "pause_agent.pyz" in e and re.match(r"\s+[\d.]+ +& ssh ", e)]
     n1, n2 = bed.hosts["n1"].address, bed.hosts["n2"].address
-    assert [(f" {n1} --" in e, " obey " in e) for e in started] == [(True, True), (False, False)], started
+    # once per attempt: a repetition the busy machine spoiled runs again, its programs started anew (CI 2026-12-06)
+    attempts = 1 + sum(1 for r in summary.get("reruns", []) if "rerun" in r)
+    assert [(f" {n1} --" in e, " obey " in e) for e in started] == [(True, True), (False, False)] * attempts, started
     assert f" {n2} --" in started[1]
     assert (run / "points/000/rep0/pause_agent.pyz").is_file()
     events = (run / "points/000/rep0/pause_events.csv").read_text().splitlines()
