@@ -62,7 +62,26 @@ def waiting_in(pid: int, frames: int = 4) -> str | None:
     except (OSError, IndexError):
         stack = [w for w in [_read(f"/proc/{pid}/wchan")] if w and w != "0"]
     name = _read(f"/proc/{pid}/comm") or "?"
-    return f"{name} {stat[0]} in {' < '.join(stack[:frames])}" if stack else f"{name} {stat[0]}"
+    said = f"{name} {stat[0]} in {' < '.join(stack[:frames])}" if stack else f"{name} {stat[0]}"
+    call = _syscall(pid) if stat[0] in "SD" else ""
+    return f"{said}, {call}" if call else said
+
+
+# x86_64's numbers of the calls a program waits in; elsewhere the call is not named
+_SYSCALLS = {0: "read", 1: "write", 7: "poll", 23: "select", 232: "epoll_wait", 270: "pselect6", 271: "ppoll"}
+
+
+def _syscall(pid: int) -> str:
+    """The system call a sleeping process waits in (/proc/PID/syscall, root). A select whose timeout (its fifth
+    argument) is NULL waits on its descriptors alone, with no timer of the program's to wake it: what tells a held
+    iperf3 client that lost its timers from one whose timers run (study 001, a client held 130 s in select)."""
+    words = _read(f"/proc/{pid}/syscall").split()
+    if os.uname().machine != "x86_64" or len(words) < 6 or not words[0].isdigit():
+        return ""
+    name = _SYSCALLS.get(int(words[0]), f"system call {words[0]}")
+    if name in ("select", "pselect6"):
+        return f"{name} with {'no timeout' if int(words[5], 16) == 0 else 'a timeout'}"
+    return name
 
 
 def _read(path: str) -> str:

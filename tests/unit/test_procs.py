@@ -42,3 +42,24 @@ def test_a_process_says_where_it_waits_and_nothing_once_it_has_ended():
             p.kill()
             p.wait()
     assert waiting_in(sleeper.pid) is None
+
+
+def test_a_process_in_select_says_whether_a_timer_can_wake_it():
+    """A select with no timeout waits on its descriptors alone: a held client with no timer left says so."""
+    from ccrig.procs import waiting_in
+    code = "import select, sys; r, w = __import__('os').pipe(); print('up', flush=True); select.select([r], [], [], {})"
+    procs = [subprocess.Popen(["python3", "-c", code.format(t)], stdout=subprocess.PIPE) for t in ("None", "600")]
+    try:
+        said = []
+        for p in procs:
+            assert p.stdout.readline() == b"up\n"
+            until = time.monotonic() + 30
+            while "select" not in (s := waiting_in(p.pid) or "") and time.monotonic() < until:
+                time.sleep(0.05)   # until it is in the call
+            said.append(s)
+        assert said[0].endswith(" with no timeout") and said[1].endswith(" with a timeout"), said
+        assert said[0].split(", ")[-1] in ("select with no timeout", "pselect6 with no timeout"), said
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
