@@ -70,7 +70,9 @@ def test_no_true_difference_is_decided_holds_or_fails_at_most_5_percent(margin):
 def test_a_true_difference_of_the_margin_is_mostly_decided_holds_within_the_budget():
     runs = 5000
     seen = verdicts(12, runs, 1.0, 1.0)
-    assert seen.get("holds", 0) / runs > 0.7, seen
+    # 0.942 seen; 0.865 while a round funded the point with the larger observed variance whole before the other
+    # (allocation._most_informative, before the shares: study 001 run AP)
+    assert seen.get("holds", 0) / runs > 0.9, seen
     # the other error: no-difference when the truth is the margin, at most alpha / 2 by design; the design
     # nearly spends it (~2.3 % seen), so this asserts the rate within its Monte-Carlo margin (2.33 standard
     # errors, 0.5 % at 5000 runs) instead of proving it below 2.5 %
@@ -224,6 +226,26 @@ def test_every_undecided_claim_gets_a_step_before_any_gets_its_whole_need():
     many = [undecided({f"big{i}": 100}) for i in range(5)]
     out = dict(next_pairs([*many, undecided({"w": 30})], 100, {"w": 1.0, **{f"big{i}": 10.0 for i in range(5)}}))
     assert out["w"] == 30 and out["big0"] >= 3, out
+
+
+def test_a_claims_points_rise_together_when_the_round_cannot_pay_every_want():
+    # study 001 run AP's second look: the 10-flow smooth point, shared by two claims (its worth summed) and wide,
+    # took its whole want; the responsive point beside it, whose six repetitions happened to agree, kept its step,
+    # and the claim stayed undecided at the last look wanting 95 more there and 6 at smooth
+    def undecided(needs, var):
+        return sequential.Judgement("undecided", "", 0.0, look=1, max_looks=3, needs=needs,
+                                    parts=[[k, 1.0 if i == 0 else -1.0, var[k], 6] for i, k in enumerate(needs)])
+    var = {"smooth10": 4e-4, "responsive10": 2e-5, "standard10": 1e-4}
+    a = undecided({"smooth10": 50, "responsive10": 50}, var)
+    b = undecided({"smooth10": 20, "standard10": 20}, var)
+    out = dict(next_pairs([a, b], 70, 1.0))
+    assert sum(out.values()) <= 70
+    assert out["standard10"] == 20, out   # claim b whole first (the cheaper), smooth10 at 20 with it
+    # then a's two points by the same share of what each still wants (30 and 44 more): not smooth10 whole
+    # (the old order gave it 44 and left responsive10 at its step, 6)
+    assert out["responsive10"] >= 0.5 * out["smooth10"] and out["responsive10"] > 6, out
+    # a round that pays every want pays it whole, as before
+    assert dict(next_pairs([a, b], 1e9, 1.0)) == {"smooth10": 50, "responsive10": 50, "standard10": 20}
 
 
 def test_the_last_round_spreads_what_the_needs_left_fewest_repetitions_first_up_to_doubling():
