@@ -139,9 +139,9 @@ def _most_informative(judgements: list[Judgement], given: dict[str, int], budget
     # funding the most informative point whole starves the one whose few repetitions happened to agree
     price = sum(want[k] * cost(k) for k in order)
     share = min(1.0, float(budget_left_s) / price) if price > 0 else 1.0
-    got = {k: want[k] if share >= 1.0 else math.floor(want[k] * share) for k in order}
+    got = {k: math.floor(want[k] * share) for k in order}
     left = float(budget_left_s) - sum(n * cost(k) for k, n in got.items())
-    while share < 1.0:   # what the shares' rounding left, one repetition at a time, most informative first
+    while True:   # what the shares' rounding left, one repetition at a time, most informative first
         k = next((k for k in order if got[k] < want[k] and cost(k) <= left), None)
         if k is None:
             break

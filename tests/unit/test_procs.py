@@ -47,7 +47,7 @@ def test_a_process_says_where_it_waits_and_nothing_once_it_has_ended():
 def test_a_process_in_select_says_whether_a_timer_can_wake_it():
     """A select with no timeout waits on its descriptors alone: a held client with no timer left says so."""
     from ccrig.procs import waiting_in
-    code = "import select, sys; r, w = __import__('os').pipe(); print('up', flush=True); select.select([r], [], [], {})"
+    code = "import os, select; r, w = os.pipe(); print('up', flush=True); select.select([r], [], [], {})"
     procs = [subprocess.Popen(["python3", "-c", code.format(t)], stdout=subprocess.PIPE) for t in ("None", "600")]
     try:
         said = []
