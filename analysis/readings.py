@@ -70,3 +70,28 @@ def workload(rep: dict, flow: int, metric: str) -> float | None:
     for key in path:
         rec = rec.get(key) if isinstance(rec, dict) else None
     return float(rec) if isinstance(rec, (int, float)) else None
+
+
+def loss_drawn(rep: dict) -> float | None:
+    """How much more of its packets a repetition's random loss dropped over its measured window than its
+    probability says (repetition.json `loss_drawn`, from drawn_between each interval): (dropped - p x offered) /
+    offered over the drop points whose loss is Bernoulli at a fixed p. Its expectation is 0: every packet offered
+    is dropped with probability p whatever came before, so over a window fixed in advance dropped - p x offered has
+    mean 0 (the ratio's bias is of the order of 1/offered). None without one (no random loss, a Gilbert-Elliott
+    model, a loss a link event changes, a repetition recorded before it was)."""
+    return (rep.get("loss_drawn") or {}).get("value")
+
+
+def drawn_between(before: dict, after: dict) -> tuple[float, float]:
+    """(dropped - p x offered, offered) between two readings of the drop points' counts (LinkConditions.drops:
+    name -> counts, with `p` where the loss is Bernoulli at a fixed p), over those drop points."""
+    excess = offered = 0.0
+    for name, c in after.items():
+        if c.get("p") is None:
+            continue
+        b = before.get(name) or {}
+        dropped = c.get("dropped", 0) - b.get("dropped", 0)
+        n = dropped + c.get("passed", 0) - b.get("passed", 0)
+        excess += dropped - c["p"] * n
+        offered += n
+    return excess, offered

@@ -11,6 +11,18 @@ point's sample variance and count, or a combination of several points' estimates
 - the degrees of freedom of a combination are Welch-Satterthwaite's over its points.
 A model's prediction is a constant (no variance). analysis/sequential.py turns an Estimate into a verdict.
 
+Adjusted for the loss drawn (a study's `adjust_for_loss`: the metrics it names). Where a point drops packets at
+random with probability p, each repetition draws its own realised loss, and one that drew less delivers more:
+study 001's five PER runs of 2026-12-05/06 (15-32 repetitions a point) read a correlation of -0.2 to -0.85
+between a repetition's goodput and its loss drawn, +0.3 to +0.8 for UAR, so a few repetitions can land on one side
+of the draw's spread (run AO's three at PER 0.1 drew 0.093-0.098 and read a goodput apart from AJ's twelve at
+0.098-0.106). The loss drawn (readings.loss_drawn: dropped minus p times offered, over offered) has a known mean,
+0, so it is a control variate: the point's value is the intercept of the repetitions' least-squares line on it,
+its value at no loss drawn, with the intercept's standard error and n - 2 degrees of freedom (Part.lost_df),
+exact under the linear model with normal errors whatever the slope; it removes the share of the variance the draw
+explains (r squared) at the price of a degree of freedom, so it starts at ADJUST_MIN_N repetitions. A combination
+at one point (a ratio of two quantities) is adjusted again as a whole.
+
 What the kernel's BPF struct_ops fault spoils (tcp_modules/bpf_fault.py: the kernel skips a law's callback and a
 flow's ssthresh, then its window, become garbage until a loss brings it back). Measured on this machine's kernel
 (6.18.44-fc, 2026-11-25, the machine shared and busy) with study 001's per_10mbit spec without its sweep (the
@@ -49,6 +61,12 @@ COLLECTOR_TOLERANCE = 0.03
 # kernel fault's are excluded: its mean over the rest is then still a mean over most of its run (see the module's
 # docstring for the measurement behind excluding intervals)
 FAULT_MIN_LEFT = 0.5
+# a point's values are adjusted for the loss its repetitions drew (`adjusted`) from this many repetitions on, never
+# fewer: the adjustment costs a degree of freedom, and at the last look's level (two-sided ~0.017) with a
+# correlation of 0.6 between a repetition's value and its loss drawn (study 001's PER points: 0.2-0.85) the
+# interval is wider than the plain mean's below 8 repetitions and about 15 % narrower at 8, 25 % at 10, 30 % from
+# 15 (tests/unit/test_adjust.py). A rule fixed before the data, so the interval's coverage holds either way
+ADJUST_MIN_N = 8
 # the intervals after a fault's span that it still disturbs: the burst's losses have halved the other flows' windows
 # and they climb back (the interval after: the others at 0.77 of their fair share; later: 0.98, as without a fault)
 FAULT_AFTER = 1
@@ -103,6 +121,7 @@ class Part:
     value: float = 0.0
     bounds: Bounds = UNBOUNDED
     binary: bool = False     # each repetition read 1 or 0: value is a share, judged exactly (analysis/binary.py)
+    lost_df: int = 1         # n - lost_df degrees of freedom: 1 for a mean, 2 adjusted for the loss drawn
 
 
 @dataclass(frozen=True)
@@ -113,6 +132,7 @@ class Estimate:
     reps: tuple[tuple[int, float], ...] = ()       # then its values, by repetition number
     why: str = ""                                  # a constant's origin (a model's prediction)
     bounds: Bounds = UNBOUNDED                     # then the range one repetition's value can take
+    drawn: tuple[tuple[int, float], ...] = ()      # then each repetition's loss drawn, when adjusted for it
 
     @property
     def se(self) -> float:
@@ -122,7 +142,8 @@ class Estimate:
     def df(self) -> float:
         """Welch-Satterthwaite's degrees of freedom over the points (inf without variance)."""
         v = [p.coef ** 2 * p.var / p.n for p in self.parts if p.n > 0]
-        den = sum(x * x / (p.n - 1) for x, p in zip(v, (p for p in self.parts if p.n > 0)) if p.n > 1)
+        den = sum(x * x / (p.n - p.lost_df) for x, p in zip(v, (p for p in self.parts if p.n > 0))
+                  if p.n > p.lost_df)
         return sum(v) ** 2 / den if den > 0 else math.inf
 
     @property
@@ -146,9 +167,11 @@ def fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED, binary: bool = False) -> Estimate:
+def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED, binary: bool = False,
+              drawn: dict[int, float] | None = None) -> Estimate:
     """One point's repetitions' values (repetition number -> value), each within bounds (None: unbounded);
-    binary: each is 1 or 0."""
+    binary: each is 1 or 0. drawn: each repetition's loss drawn (readings.loss_drawn), to adjust for it from
+    ADJUST_MIN_N repetitions on (adjusted)."""
     xs = [float(v) for v in values.values()]
     if not xs:
         raise NotRun(f"{key}: no usable repetition")
@@ -160,8 +183,28 @@ def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED, bi
     bounds = (None if lo is None else min(lo, *xs), None if hi is None else max(hi, *xs))
     if binary and any(x not in (0.0, 1.0) for x in xs):
         raise ValueError(f"{key}: a binary point's repetitions read 1 or 0, got {sorted(set(xs))}")
-    part = Part(key, 1.0, var, n, mean, bounds, binary)
-    return Estimate(mean, (part,), key, tuple(sorted(values.items())), bounds=bounds)
+    use = {r: drawn[r] for r in values} if drawn and not binary and all(r in drawn for r in values) else {}
+    fit = adjusted(xs, list(use.values())) if len(use) >= ADJUST_MIN_N else None
+    if fit is None:
+        return Estimate(mean, (Part(key, 1.0, var, n, mean, bounds, binary),), key, tuple(sorted(values.items())),
+                        bounds=bounds)
+    mean, se = fit
+    part = Part(key, 1.0, se * se * n, n, mean, bounds, lost_df=2)
+    # the repetitions' own values stay, with what each drew: a combination at this point adjusts them again
+    return Estimate(mean, (part,), key, tuple(sorted(values.items())), bounds=bounds,
+                    drawn=tuple(sorted(use.items())))
+
+
+def adjusted(ys: list[float], drawn: list[float]) -> tuple[float, float] | None:
+    """The point's value at no loss drawn, and its standard error: the intercept of the least-squares line of the
+    repetitions' values on their loss drawn, whose mean is known to be 0 (a control variate). Under the linear
+    model with normal errors (intercept - value) / se is Student's t with n - 2 degrees of freedom, and with a
+    slope of 0 it is the mean again at one degree of freedom less. None when every repetition drew the same."""
+    from scipy.stats import linregress   # lazy: scipy.stats takes a while to import (a guest never adjusts)
+    if len(set(drawn)) < 2:
+        return None
+    fit = linregress(drawn, ys)
+    return float(fit.intercept), float(fit.intercept_stderr)
 
 
 def constant(x: float, why: str) -> Estimate:
@@ -176,7 +219,7 @@ def _paired(a: Estimate, b: Estimate, f, bounds: Bounds = UNBOUNDED) -> Estimate
     out = {r: f(x, bv[r]) for r, x in a.reps if r in bv}
     if any(v is None for v in out.values()):
         raise NotRun(f"{a.key}: a ratio's denominator is 0 in a repetition")
-    return from_reps(a.key, out, bounds)
+    return from_reps(a.key, out, bounds, drawn=dict(a.drawn) if a.drawn and b.drawn else None)
 
 
 def _with(p: Part, coef: float) -> Part:
@@ -212,7 +255,7 @@ def scale(e: Estimate, k: float, shift: float = 0.0) -> Estimate:
     ends = [None if x is None else k * x + shift for x in e.bounds]
     bounds = (ends[0], ends[1]) if k >= 0 else (ends[1], ends[0])
     return Estimate(k * e.mean + shift, tuple(_with(p, k * p.coef) for p in e.parts), e.key,
-                    tuple((r, k * x + shift) for r, x in e.reps), e.why, bounds)
+                    tuple((r, k * x + shift) for r, x in e.reps), e.why, bounds, e.drawn)
 
 
 # --- spoiled repetitions ------------------------------------------------------------------------------------

@@ -209,8 +209,11 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
     if not est.parts:   # constants only (a model's predictions): nothing to estimate
         out.basis = f"no spread: {est.why or 'constants'}"
         return out
+    adjusted = [p.key for p in rest.parts if p.lost_df > 1]
     out.basis = f"{100 * level:.4g} % interval [{fmt(out.low)}, {fmt(out.high)}]" + (
-        f", t over repetitions (n ≥ {est.n})" if spread else "") + (", cut to the quantity's range" if cut else "")
+        f", t over repetitions (n ≥ {est.n})" if spread else "") + (
+        f", adjusted for the loss drawn at {', '.join(adjusted)} (control variate, n - 2 df)" if adjusted else "") + (
+        ", cut to the quantity's range" if cut else "")
     if rule.kind == "sided" and rule.margin > 0:
         out.basis += f", margin ±{fmt(rule.margin)}"
     if flat or binary:
@@ -289,7 +292,7 @@ def _se_met(est: Estimate, rule: Rule, alpha: float, power: float, n: dict[str, 
     target_se."""
     parts = [p for p in est.parts if p.var > 0]
     var = [p.coef ** 2 * p.var / n[p.key] for p in parts]
-    den = sum(v * v / (n[p.key] - 1) for v, p in zip(var, parts))
+    den = sum(v * v / (n[p.key] - p.lost_df) for v, p in zip(var, parts))
     want = target_se(est.mean, rule, alpha, power, sum(var) ** 2 / den if den > 0 else math.inf)
     return want is not None and math.sqrt(sum(var)) <= want
 

@@ -37,10 +37,12 @@ __all__ = ["Archive", "NotRun", "Verdict", "VERDICTS", "evaluate"]
 class Archive:
     """What claims read: each spec's summary points (None: the spec was not run), and the Markov model's PAUSE
     gain for a point (analysis.report.models), given by the caller so this module needs no run directory; `cut`:
-    each spec the study's --budget cut, with its pairs left to run."""
+    each spec the study's --budget cut, with its pairs left to run; `adjust`: the metrics whose points' values are
+    adjusted for the random loss their repetitions drew (analysis/samples.py)."""
     points: dict[str, list[dict] | None]
     pause_model: Callable[[str, dict], float | None] = lambda spec, point: None
     cut: dict[str, int] = field(default_factory=dict)
+    adjust: frozenset[str] = frozenset()   # metrics adjusted for the loss drawn (samples.py; study adjust_for_loss)
 
     def missing(self, spec: str, what: str) -> NotRun:
         """What a spec's missing points mean: not run (not-applicable), or cut by the budget (undecided)."""
@@ -157,14 +159,15 @@ class Archive:
             get = lambda r: rd.exceeds(reading(r), q.exceeds)
             what += f" exceeding {q.exceeds:g}"
             bounds = (0.0, 1.0)
-        return self._per_rep(key, p, get, where, what, bounds, binary=q.exceeds is not None)
+        return self._per_rep(key, p, get, where, what, bounds, binary=q.exceeds is not None,
+                             adjust=q.metric in self.adjust)
 
     def _per_rep(self, key: str, p: dict, get, where: str, what: str = "goodput", bounds=(None, None),
-                 binary: bool = False) -> Estimate:
+                 binary: bool = False, adjust: bool = False) -> Estimate:
         reps = p.get("repetitions")
         if not reps:
             raise NotRun(f"{where}: no repetitions recorded")
-        values, usable_reps = {}, self.repetitions(key, reps)
+        values, drawn, usable_reps = {}, {}, self.repetitions(key, reps)
         for number, rep in usable_reps:
             try:
                 v = get(rep)
@@ -174,10 +177,13 @@ class Archive:
                 self.excluded[(key, number)] = f"no value of {what}"
             else:
                 values[number] = v
+                d = rd.loss_drawn(rep) if adjust else None
+                if d is not None:
+                    drawn[number] = d
         if not values:   # spoiled repetitions: others may measure it; a value none of them has: not applicable
             why = f"{where}: no usable repetition ({'; '.join(sorted(set(self._reasons(key)))) or what})"
             raise Unmeasured(why, [key]) if len(usable_reps) < len(reps) else NotRun(why)
-        return from_reps(key, values, bounds, binary)
+        return from_reps(key, values, bounds, binary, drawn)
 
     def _reasons(self, key: str) -> list[str]:
         return [why for (k, _), why in self.excluded.items() if k == key]

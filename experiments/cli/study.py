@@ -20,7 +20,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 @app.command("list")
 def list_(as_json: bool = typer.Option(False, "--json", help="print one JSON document on stdout")):
     """The studies: name, the paper, specs, claims, and what Linux cannot express."""
-    from ccrig.experiments.run.study import find, load  # lazy: the runner (numpy, scipy)
+    from ccrig.experiments.run.study_file import find, load  # lazy: pydantic models of the claims
     rows = []
     for name in find():
         study, _ = load(name)

@@ -102,8 +102,12 @@ class LinkConditions:
         per = {}
         if self.state is None:
             return 0.0, 0.0, per
+        changed = {(*d, e.hook) for e in self.events if e.kind == "loss" for d in e.directions()}
         for p in self.points:
             c = self.state.droppers[p.key].counts()
+            if isinstance(p.loss, float) and p.loss > 0 and p.key not in changed:
+                # a Bernoulli loss at a fixed p: what a repetition drew against it (analysis/readings.loss_drawn)
+                c["p"] = p.loss
             per[p.name] = c
             n = c.get("dropped", 0) + c.get("down_dropped", 0)
             dropped += n

@@ -19,7 +19,7 @@ import statistics
 import time
 
 from ccrig import fanout
-from ccrig.analysis import metrics, samples, stats
+from ccrig.analysis import metrics, readings, samples, stats
 from ccrig.analysis.capacity import Capacity
 from ccrig.analysis.intervals import FlowSeries, system_interval
 from ccrig.errors import RunError
@@ -128,6 +128,7 @@ class Measurement:
                                         greedy=fidelity.greedy(topo, self.flows, exp.flows),
                                         steady=self.state.pause is None and not getattr(exp, "events", None))
         tables.intervals.add_columns(["active", "fair_share_bps", "t_max_bps", "link_dropped"])
+        self.drawn: list[tuple[float, float]] = []   # each interval's random loss drawn (readings.drawn_between)
         if exp.queue_monitor:
             tables.intervals.add_columns(list(QUEUE_COLUMNS))
         # time starts now: the queues' first reading can take seconds too (a cold first repetition in a TCG
@@ -168,6 +169,7 @@ class Measurement:
             self.rows_by_flow[f.index].append(row)
         sysrow = system_interval(rows, t_max, dropped, offered)
         sysrow["link_dropped"] = q["link_dropped"] - prev["link_dropped"]
+        self.drawn.append(readings.drawn_between(prev["per_link"], q["per_link"]))
         sysrow["t_max_bps"] = t_max
         # an interval computed while a sampler was more than 1 s late (stale counters) is marked degraded, said,
         # and counted
@@ -290,6 +292,14 @@ class Measurement:
         entry.update(summary.by_phase(flows, results, self.t0, exp.interval, exp.warmup, self.rows_by_flow,
                                       self.system_rows, exp.ci))
         entry["sender_mib"] = counted
+        # the random loss the measured window drew against its p, for a study that adjusts for it (analysis/
+        # samples.py): over every measured interval, the fault's too, a window no drop chose (a fault strikes on a
+        # loss, so leaving its intervals out would leave the draw's mean off 0)
+        window = self.drawn[exp.warmup:]
+        offered = sum(n for _, n in window)
+        if offered:
+            entry["loss_drawn"] = {"value": sum(x for x, _ in window) / offered, "offered": offered,
+                                   "from_interval": exp.warmup}
         # each flow's least RTT from its data packets, held to the physical floor (summary.data_min_rtt)
         for e, f in zip(entry["flows"], flows):
             if f.workload.tcp_info and self.senders.count(f.sender) == 1:

@@ -1,7 +1,7 @@
 """A study: a paper's experiments as specs and its claims as data, run with one command and read as one table
-(experiments/studies/README.md is the format).
+(experiments/studies/README.md is the format; study_file.py reads it).
 
-    find() / load(name)               the study folders (experiments/studies/<name>/study.yaml), validated
+    study_file.find() / load(name)    the study folders (experiments/studies/<name>/study.yaml), validated
     run(study, out, quick, ...)       every spec into one study directory (study.json says which run is which)
     report(study_dir)                 each claim's verdict (analysis/verdicts.py) -> claims.md / claims.json + figures
 
@@ -25,12 +25,7 @@ import platform
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from ccrig.analysis.claims import Claim, quantities
 from ccrig.analysis.sequential import Design, held
 from ccrig.analysis.verdicts import Archive, evaluate
 from ccrig.errors import InputError, RunError
@@ -45,92 +40,9 @@ from ccrig.experiments.run.progress import status_display
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
 from ccrig.experiments.run.runner import RERUNS, Options, Runner, archive_room, run_prefix
 from ccrig.experiments.run.signals import trapped
+from ccrig.experiments.run.study_file import SpecEntry, Study, load, spec_path
 from ccrig.experiments.run.study_state import (guest_deadline, guest_within, part_of, read_state, run_dir_of,
                                               write_state)
-
-FOLDER = Path(__file__).resolve().parents[1] / "studies"   # experiments/studies
-
-
-class SpecEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    spec: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    answers: str
-    quick: dict[str, Any] = {}     # this spec's own --quick settings, over the study's
-
-
-class Absent(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    what: str
-    why: str
-    nearest: str = ""
-
-
-class Study(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
-    title: str
-    seed: str = ""
-    k0: int | None = Field(None, ge=1, le=100)   # the first pass's repetitions per point (None: budget.K0)
-    quick: dict[str, Any] = {"duration": "4s"}
-    specs: list[SpecEntry] = Field(min_length=1)
-    claims: list[Claim] = []
-    absent: list[Absent] = []
-
-    @model_validator(mode="after")
-    def _references(self):
-        names = [s.spec for s in self.specs]
-        ids = [c.id for c in self.claims]
-        for what, seen in (("specs", names), ("claims", ids)):
-            dup = next((x for x in seen if seen.count(x) > 1), None)
-            if dup is not None:
-                raise ValueError(f"{what}: {dup!r} appears twice; expected each once")
-        for i, c in enumerate(self.claims):
-            for q in quantities(c.test):
-                if q.spec not in names:
-                    raise ValueError(f"claims[{i}] ({c.id}): spec {q.spec!r} is not among the study's specs "
-                                     f"({', '.join(names)})")
-                problem = q.problem()
-                if problem:
-                    raise ValueError(f"claims[{i}] ({c.id}): metric {q.metric!r}: {problem}")
-        return self
-
-
-def find() -> dict[str, Path]:
-    """Every study: its name -> its folder (a folder of experiments/studies/ holding study.yaml)."""
-    return {p.parent.name: p.parent for p in sorted(FOLDER.glob("*/study.yaml"))}
-
-
-def load(name: str) -> tuple[Study, Path]:
-    """A study by its name, or by the path of a folder holding a study.yaml (a researcher's own study)."""
-    folders = find()
-    if Path(name, "study.yaml").is_file():
-        path = Path(name).resolve() / "study.yaml"
-        name = path.parent.name
-    elif name in folders:
-        path = folders[name] / "study.yaml"
-    else:
-        raise InputError(f"NAME: got {name!r}; expected one of {', '.join(folders) or '(none found)'} "
-                         f"(ccrig study list), or a folder holding a study.yaml")
-    try:
-        raw = yaml.safe_load(path.read_text())
-        study = Study.model_validate(raw)
-    except yaml.YAMLError as e:
-        raise InputError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-")) or "(top level)"
-        raise InputError(f"{path}: {where}: {err['msg'].removeprefix('Value error, ')}") from None
-    if study.name != name:
-        raise InputError(f"{path}: name: got {study.name!r}; expected the folder's name {name!r}")
-    for s in study.specs:
-        if not spec_path(path.parent, s.spec).is_file():
-            raise InputError(f"{path}: specs: {s.spec!r} has no file {spec_path(path.parent, s.spec)}")
-    return study, path.parent
-
-
-def spec_path(folder: Path, spec: str) -> Path:
-    return folder / "specs" / f"{spec}.yaml"
-
 
 def resolved(folder: Path, study: Study, entry: SpecEntry, quick: bool, testbed: str | None = None,
              seed: int | None = None) -> tuple[Path, dict, specmod.Experiment]:
@@ -384,7 +296,8 @@ def verdicts(study_dir: Path, look: int | None = None, final: bool | None = None
         return models.pause_model_gain(run_dirs[spec], point)
 
     # a spec the budget cut (together._ended): a claim reading one of its points not run is undecided
-    archive = Archive(points, pause_model, cut={s: r["cut"] for s, r in state["specs"].items() if r.get("cut")})
+    archive = Archive(points, pause_model, cut={s: r["cut"] for s, r in state["specs"].items() if r.get("cut")},
+                      adjust=frozenset(study.adjust_for_loss))
     return study, state, [evaluate(c, archive, look, d, final) for c in study.claims]
 
 

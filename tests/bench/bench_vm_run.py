@@ -17,7 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from ccrig.experiments.run.study import load, resolved
+from ccrig.experiments.run.study import resolved
+from ccrig.experiments.run.study_file import load
 from ccrig.topologies.testbeds import vm
 
 SPEC = "s7_tandem"

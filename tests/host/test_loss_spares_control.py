@@ -5,7 +5,10 @@ counters and what the run recorded."""
 import json
 import math
 
+import pytest
 from conftest import dumbbell, leftovers
+
+from ccrig.analysis import readings
 
 PER = 0.4
 
@@ -30,6 +33,14 @@ def test_per_04_drops_the_flows_packets_and_spares_iperf3s_control_connection(cc
     n = dropped + passed
     half = 3.29 * math.sqrt(PER * (1 - PER) / n)
     assert n >= 40 and abs(dropped / n - PER) <= half, (dropped, n)
+    # the loss is Bernoulli at a fixed p, recorded beside the counts, and what the repetition drew against it is
+    # read from them (a study's adjust_for_loss: analysis/samples.py)
+    assert all(c.get("p") == PER for c in links.values()), links
+    # over the measured window (its 3 intervals after the warm-up one): part of the whole run's draw
+    drawn = rep["loss_drawn"]
+    assert 0 < drawn["offered"] < n and drawn["from_interval"] == 1, drawn
+    assert readings.loss_drawn(rep) == drawn["value"] and abs(drawn["value"]) <= 3.29 * math.sqrt(
+        PER * (1 - PER) / drawn["offered"]), drawn
     # every flow's iperf3 finished and reported what its receiver got (over its control connection)
     checks = rep["cross_check"]
     assert len(checks) == 2 and all(c["iperf3_bytes_received"] is not None for c in checks), checks

@@ -154,3 +154,25 @@ def test_an_event_on_a_missing_link_names_the_field():
     raw = {**_spec(), "events": [{"kind": "down", "link": "r1-r9", "at": "1s"}]}
     with pytest.raises(InputError, match=r"^spec: events\[0\]\.link: got 'r1-r9'"):
         specmod.validate(raw, "spec")
+
+
+def test_a_drop_points_fixed_bernoulli_loss_is_recorded_beside_its_counts_and_a_changed_one_is_not():
+    # analysis/readings.loss_drawn reads p: only where every packet of the repetition met the same p
+    from types import SimpleNamespace
+    from ccrig.experiments.events.conditions import LinkConditions
+
+    class Dropper:
+        def counts(self):
+            return {"dropped": 10, "passed": 990, "down_dropped": 0, "exempt": 3}
+
+    def drops(evs):
+        cond = LinkConditions(SimpleNamespace(events=EVENTS.validate_python(evs), duration=10.0), _topo(), False)
+        cond.state = SimpleNamespace(droppers={p.key: Dropper() for p in cond.points})
+        return cond.drops()[2]
+
+    assert drops([]) == {"r2->d1": {"dropped": 10, "passed": 990, "down_dropped": 0, "exempt": 3, "p": 0.01},
+                         "r2->d2": {"dropped": 10, "passed": 990, "down_dropped": 0, "exempt": 3, "p": 0.01}}
+    got = drops([{"kind": "loss", "link": "r2-d1", "at": "2s", "loss": 0.1},
+                 {"kind": "down", "link": "r1-r2", "at": "1s", "for": "1s"}])
+    assert "p" not in got["r2->d1"] and got["r2->d2"]["p"] == 0.01
+    assert not any("p" in c for name, c in got.items() if name.endswith("(ingress)"))

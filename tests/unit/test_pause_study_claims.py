@@ -12,7 +12,7 @@ from ccrig.analysis import pause_markov as pm
 from ccrig.analysis.verdicts import Archive, evaluate
 from ccrig.experiments import spec as specs
 from ccrig.experiments.report import models
-from ccrig.experiments.run.study import load, spec_path
+from ccrig.experiments.run.study_file import load, spec_path
 
 # the model's own verdicts; every other claim holds on it
 EXPECTED = {

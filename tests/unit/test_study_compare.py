@@ -8,7 +8,8 @@ from scipy import stats as st
 
 from ccrig.errors import InputError
 from ccrig.experiments.report import study_compare
-from ccrig.experiments.run.study import load, resolved
+from ccrig.experiments.run.study import resolved
+from ccrig.experiments.run.study_file import load
 
 
 def run(verdicts: dict, seed: int, sha: str = "s1", study: str = "alphabeta") -> dict:

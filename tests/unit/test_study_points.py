@@ -8,7 +8,7 @@ import pytest
 from ccrig.analysis.claims import quantities
 from ccrig.analysis.verdicts import Archive
 from ccrig.experiments import spec as specmod
-from ccrig.experiments.run import study as studymod
+from ccrig.experiments.run import study_file as studymod
 
 
 def _points(folder, name) -> list[dict]:

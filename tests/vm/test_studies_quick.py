@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ccrig.analysis.claims import quantities
-from ccrig.experiments.run.study import find, load, spec_path
+from ccrig.experiments.run.study_file import find, load, spec_path
 
 ROOT = Path(__file__).resolve().parents[2]
 CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
