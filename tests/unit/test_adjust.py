@@ -30,7 +30,7 @@ def half_width(e) -> float:
     return stats.t.ppf(0.975, e.df) * e.se
 
 
-def coverage(seed: int, n: int, r: float, skew: bool, adjust: bool, runs: int = 4000) -> float:
+def coverage(seed: int, n: int, r: float, skew: bool, adjust: bool, runs: int = 3000) -> float:
     rng = np.random.default_rng(seed)
     covered = 0
     for _ in range(runs):
@@ -43,15 +43,15 @@ def coverage(seed: int, n: int, r: float, skew: bool, adjust: bool, runs: int = 
 
 @pytest.mark.parametrize("n,r", [(8, 0.7), (15, 0.7), (30, 0.0)])
 def test_the_adjusted_interval_covers_the_points_value_95_percent_of_the_time(n, r):
-    # Monte-Carlo margin: 4000 runs put a true 95 % within ±0.9 % (2.6 standard errors) of what is seen
-    assert abs(coverage(n, n, r, False, True) - 0.95) < 0.009
+    # Monte-Carlo margin: 3000 runs put a true 95 % within ±1.0 % (2.5 standard errors) of what is seen
+    assert abs(coverage(n, n, r, False, True) - 0.95) < 0.01
 
 
 def test_with_skewed_residuals_it_covers_as_a_plain_mean_of_the_same_shape_does():
     # Student's t under-covers a skewed spread at 15 repetitions (lognormal, sigma 0.5: 92.5 % for both, seen);
     # the adjustment leaves its residual to the same test, so it keeps the plain mean's coverage, no less
     adjusted, plain = coverage(15, 15, 0.7, True, True), coverage(16, 15, 0.0, True, False)
-    assert abs(adjusted - plain) < 0.015, (adjusted, plain)
+    assert abs(adjusted - plain) < 0.017, (adjusted, plain)
 
 
 def test_the_adjustment_narrows_the_interval_where_the_draw_explains_the_spread():
