@@ -63,7 +63,7 @@ COLLECTOR_TOLERANCE = 0.03
 FAULT_MIN_LEFT = 0.5
 # a point's values are adjusted for the loss its repetitions drew (`adjusted`) from this many repetitions on, never
 # fewer: the adjustment costs a degree of freedom, and at the last look's level (two-sided ~0.017) with a
-# correlation of 0.6 between a repetition's value and its loss drawn (study 001's PER points: 0.2-0.85) the
+# correlation of 0.7 between a repetition's value and its loss drawn (study 001's PER points: 0.2-0.85) the
 # interval is wider than the plain mean's below 8 repetitions and about 15 % narrower at 8, 25 % at 10, 30 % from
 # 15 (tests/unit/test_adjust.py). A rule fixed before the data, so the interval's coverage holds either way
 ADJUST_MIN_N = 8
@@ -198,8 +198,9 @@ def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED, bi
 def adjusted(ys: list[float], drawn: list[float]) -> tuple[float, float] | None:
     """The point's value at no loss drawn, and its standard error: the intercept of the least-squares line of the
     repetitions' values on their loss drawn, whose mean is known to be 0 (a control variate). Under the linear
-    model with normal errors (intercept - value) / se is Student's t with n - 2 degrees of freedom, and with a
-    slope of 0 it is the mean again at one degree of freedom less. None when every repetition drew the same."""
+    model with normal errors (intercept - value) / se is Student's t with n - 2 degrees of freedom whatever the
+    slope (with none, the adjustment costs that degree of freedom and buys nothing). None when every repetition
+    drew the same."""
     from scipy.stats import linregress   # lazy: scipy.stats takes a while to import (a guest never adjusts)
     if len(set(drawn)) < 2:
         return None
