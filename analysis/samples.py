@@ -189,6 +189,7 @@ def from_reps(key: str, values: dict[int, float], bounds: Bounds = UNBOUNDED, bi
         return Estimate(mean, (Part(key, 1.0, var, n, mean, bounds, binary),), key, tuple(sorted(values.items())),
                         bounds=bounds)
     mean, se = fit
+    # var as one repetition's share of the intercept's variance (n x se^2), so var / n is its se^2 as for a mean
     part = Part(key, 1.0, se * se * n, n, mean, bounds, lost_df=2)
     # the repetitions' own values stay, with what each drew: a combination at this point adjusts them again
     return Estimate(mean, (part,), key, tuple(sorted(values.items())), bounds=bounds,

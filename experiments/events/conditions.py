@@ -36,6 +36,8 @@ class LinkConditions:
         self.realised, self.points = loss.plan(topology, netem if loss_by_netem is None else loss_by_netem,
                                                dropper_directions(self.events))
         self.steps = schedule(self.events, exp.duration)
+        # the drop points whose loss a `loss` event changes: their p is not fixed over the repetition
+        self.loss_changed = {(*d, e.hook) for e in self.events if e.kind == "loss" for d in e.directions()}
         self.state: LinkState | None = None
         self.log: EventLog | None = None
         # the events' clock (applied()) and what it has done
@@ -102,10 +104,9 @@ class LinkConditions:
         per = {}
         if self.state is None:
             return 0.0, 0.0, per
-        changed = {(*d, e.hook) for e in self.events if e.kind == "loss" for d in e.directions()}
         for p in self.points:
             c = self.state.droppers[p.key].counts()
-            if isinstance(p.loss, float) and p.loss > 0 and p.key not in changed:
+            if isinstance(p.loss, float) and p.loss > 0 and p.key not in self.loss_changed:
                 # a Bernoulli loss at a fixed p: what a repetition drew against it (analysis/readings.loss_drawn)
                 c["p"] = p.loss
             per[p.name] = c
