@@ -53,7 +53,7 @@ test-vm: deps
 	$(PY) -m pytest -ra tests/vm
 
 # what is too slow under TCG for every CI run: the guest tests with SSH hosts on e1000e NICs inside the guest, and
-# keshav's quick study with all eight specs (CI runs five: tests/vm/test_studies_quick.py)
+# keshav's quick study with all eight specs (CI runs three: tests/vm/test_studies_quick.py)
 test-vm-slow: deps
 	CCRIG_GUEST_PYTEST_ARGS="tests/vm/guest -m slow_guest" $(PY) -m pytest -ra tests/vm/test_vm_tier.py
 	CCRIG_QUICK_ALL_SPECS=1 $(PY) -m pytest -ra tests/vm/test_studies_quick.py -k keshav

@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from multiprocessing.connection import wait
 from typing import Callable
 
@@ -194,6 +195,22 @@ def sweep(unit: Unit) -> None:
     if said:
         sys.stderr.write(f"warning: {named((unit.point.index, unit.rep))} left behind what its slot's next pair "
                          f"needs: {'; '.join(said)}\n")
+
+
+class Until:
+    """A study's --budget in a round (runner.py's Options.until): no pair starts that could not end by `ends`
+    (time.monotonic()), a pair taken to last as long as the longest attempt the round has seen end, and at least
+    its specs' longest experiment. An experiment's duration alone let a pair end past the budget by its set-up and
+    teardown: study 001's 26-32 s pairs took 31-52 s from their first command to their last (run AT)."""
+
+    def __init__(self, ends: float, duration: float):
+        self.ends, self.longest = ends, duration
+
+    def took(self, seconds: float) -> None:
+        self.longest = max(self.longest, seconds)
+
+    def passed(self) -> bool:
+        return time.monotonic() + self.longest >= self.ends
 
 
 def one_at_a_time(pairs: list[tuple], unit_of: Callable[[tuple], Unit], lent_of: Callable[[tuple], Lent],

@@ -64,7 +64,7 @@ class Options:
     reruns: int = RERUNS            # how often a spoiled repetition runs again (--quick: never; reruns.py)
     fleet: Path | None = field(default_factory=fleet_inventory)   # --fleet: the pairs go to its members
     pairs: list[tuple] | None = None   # --pairs: only these, in this order (a fleet member's batch)
-    until: float | None = None      # a study's --budget: no pair starts after this time.monotonic() (cut_short)
+    until: engine.Until | None = None   # a study's --budget: no pair starts that could not end by it (cut_short)
 
 
 @dataclass
@@ -158,8 +158,8 @@ class Runner:
         self._strict()
 
     def stop(self) -> bool:
-        """Whether no pair may start now: a study's --budget has ended (Options.until)."""
-        return self.opt.until is not None and time.monotonic() >= self.opt.until
+        """Whether no pair may start now: one would end past a study's --budget (Options.until)."""
+        return self.opt.until is not None and self.opt.until.passed()
 
     def cut_short(self, todo: list[tuple]) -> int:
         """After the queue stopped at Options.until: a point with pairs left to run is summarised from the ones it
@@ -310,6 +310,8 @@ class Runner:
                 if summary.record_setup(self.env, self.summary, pair, entry.get("setup", {})):
                     self.archive.write_json("env.json", self.env)
             started = self.started.get(pair)
+            if self.opt.until is not None and started is not None:
+                self.opt.until.took(time.time() - started)
             again = self.reruns.judge(pair, entry, beside, started) if error is None else \
                 self.reruns.refused(pair, str(error), beside, started) if isinstance(error, PathError) else None
             if again:

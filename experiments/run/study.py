@@ -33,7 +33,7 @@ from ccrig.topologies import testbeds
 from ccrig.experiments import spec as specmod
 from ccrig.experiments.telemetry.backfill import backfill
 from ccrig.experiments.run import budget as budgets
-from ccrig.experiments.run import fidelity, schedule, together
+from ccrig.experiments.run import engine, fidelity, schedule, together
 from ccrig.experiments.run.collectors import native_sampler
 from ccrig.experiments.run.preflight import auto_testbed
 from ccrig.experiments.run.progress import status_display
@@ -153,12 +153,11 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
     return study_dir
 
 
-def _until(planned: dict, within_s: float | None) -> float | None:
-    """When the round's last pair may start (time.monotonic()) so that it ends within the --budget's seconds
-    left: that many less the longest of its specs' runs (set-up and teardown are in the reserve's margin)."""
+def _until(planned: dict, within_s: float | None) -> engine.Until | None:
+    """The round's cut (engine.Until): no pair starts that could not end within the --budget's seconds left."""
     if within_s is None or not planned:
         return None
-    return time.monotonic() + within_s - max(exp.duration for _, _, exp in planned.values())
+    return engine.Until(time.monotonic() + within_s, max(exp.duration for _, _, exp in planned.values()))
 
 
 def _seed(state: dict, round_: int) -> int:
