@@ -205,9 +205,11 @@ def test_bpf_law_is_registered_on_each_sender_host_over_ssh_and_removed(bed, tmp
         assert item["parameters"] == {"law": "alphabeta", "alpha": 1.5, "beta": 0.6}
         law = laws.AlphaBeta(1.5, 0.6)
         assert item["sha256"] == bpfobj.sha256(bpfobj.variant(template, law, want[h]))
-    # and nothing is left: not the names, not the records, not the connections
+    # and nothing is left: not the names, not the records, not the connections, read until it is gone as the
+    # other tests here do (CI on 9ad58fa: r2's run folder still there at the first reading on a busy machine,
+    # whose teardown gives each host's `rm` over SSH 20 s)
     assert not set(want.values()) & set(available(bed))
-    assert left_behind(bed, prefix) == []
+    assert settled_left_behind(bed, prefix) == []
     assert not subprocess.run(["pgrep", "-f", f"ControlPath=/tmp/{prefix}-ssh"], capture_output=True).stdout
 
 
