@@ -244,13 +244,13 @@ def test_a_study_by_kernel_on_a_fleet_groups_its_members_and_goes_on_when_one_is
     assert len(served) == 6 and set(served) == {"f1", "f2"}, served
     # the study says where each spec ran and which member it lost, in which spec, when
     (done_first,) = done_first
-    fleet = claims["fleet"]
-    assert set(fleet["specs"]) == set(state["specs"]), fleet
-    assert [(x["member"], x["spec"] != done_first) for x in fleet["lost"]] == [("f2", True)], fleet
-    after = fleet["lost"][0]["spec"]   # f2 ran none of the spec it was lost in (its batch, if any, went to f1)
-    assert set(fleet["specs"][after]["served"]) == {"f1"}, fleet
+    dealt = claims["fleet"]
+    assert set(dealt["specs"]) == set(state["specs"]), dealt
+    assert [(x["member"], x["spec"] != done_first) for x in dealt["lost"]] == [("f2", True)], dealt
+    after = dealt["lost"][0]["spec"]   # f2 ran none of the spec it was lost in (its batch, if any, went to f1)
+    assert set(dealt["specs"][after]["served"]) == {"f1"}, dealt
     md = (study_dir / "claims.md").read_text()
-    assert "## Fleet" in md and f"- f2, in spec {fleet['lost'][0]['spec']} at " in md, md
+    assert "## Fleet" in md and f"- f2, in spec {after} at " in md, md
     if starved:
         not_judged("; ".join(starved))
 
