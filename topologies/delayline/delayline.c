@@ -141,6 +141,24 @@ static void write_stats(const char *path, const struct mode *m, const struct rin
 	rename(tmp, path);
 }
 
+/* The realtime clock's lead over the monotonic one, read between two monotonic reads, the narrowest of three tries:
+ * an interrupt or softirq (net_rx_action runs up to 2 ms) between two plain reads is taken into the lead, and every
+ * stamp of the batch then comes out that much early: a frame released before its delay (CI, four lines side by side
+ * at 100 Mbit/s: a TCP min RTT of 39.26 ms over a 40 ms path). *mono gets the narrowest try's last read. */
+static uint64_t realtime_lead(uint64_t *mono)
+{
+	uint64_t best = UINT64_MAX, lead = 0;
+	for (int i = 0; i < 3; i++) {
+		uint64_t m1 = now_ns(CLOCK_MONOTONIC), rt = now_ns(CLOCK_REALTIME), m2 = now_ns(CLOCK_MONOTONIC);
+		if (m2 - m1 < best) {
+			best = m2 - m1;
+			lead = rt - (m1 + (m2 - m1) / 2);
+			*mono = m2;
+		}
+	}
+	return lead;
+}
+
 /* Arrival on the monotonic clock from the kernel's realtime stamp; `now` where the stamp is missing or absurd. */
 static uint64_t arrival_of(struct msghdr *h, uint64_t mono, uint64_t offset, struct stats *s)
 {
@@ -178,7 +196,7 @@ static void receive(int fd, struct ring *r, const struct mode *m, struct stats *
 		int got = recvmmsg(fd, msgs, n, MSG_DONTWAIT, NULL);
 		if (got <= 0)
 			return;
-		uint64_t mono = now_ns(CLOCK_MONOTONIC), offset = now_ns(CLOCK_REALTIME) - mono;
+		uint64_t mono = 0, offset = realtime_lead(&mono);
 		uint64_t last = r->count ? r->due[(tail + r->cap - 1) % r->cap] : 0;
 		for (int i = 0; i < got; i++) {
 			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
