@@ -116,7 +116,6 @@ class Traffic:
                 # PER 0.4, 500 ms RTT: 7 retransmissions, 0 bytes acked, the client still waiting at 60 s), so the
                 # repetition is the path's to refuse and runs again, as a lost handshake's does (runner, reruns)
                 conn = f.workload.connection(self.testbed, f)
-                stalled = conn.backoff if conn is not None else None
                 why = _starved(conn) if f.workload.report_optional else None
                 if why:
                     # its data flowed, and the path's loss starves it still (study 001 at PER 0.4: a flow in backoff
@@ -131,6 +130,7 @@ class Traffic:
                                           f"connection {why}: stopped; the flow's numbers are its sockets' "
                                           f"counters, without the program's report ({held})")
                     continue
+                stalled = conn.backoff if conn is not None else None
                 if stalled:   # its first data never got through (or no counters to measure it): as a lost SYN
                     raise PathError(f"{f.workload.program} flow {i}'s connection from {f.sender} was in "
                                     f"retransmission-timeout backoff after {timeout:g} s ({stalled}): its data met "
@@ -185,8 +185,8 @@ def _starved(conn: Socket | None) -> str | None:
     window; a drained socket may have been (a program stuck early), and its repetition fails."""
     if conn is None or conn.bytes_acked <= 1:
         return None
-    if conn.backoff is not None:
-        return f"in retransmission-timeout backoff ({conn.backoff})"
+    if (backoff := conn.backoff) is not None:
+        return f"in retransmission-timeout backoff ({backoff})"
     if conn.notsent > 0:
         return f"still sending, {conn.notsent} bytes the client wrote not yet sent ({conn})"
     return None
