@@ -233,6 +233,38 @@ def test_interrupted_hosts_run_leaves_nothing(bed, tmp_path):
     assert not subprocess.run(["pgrep", "-f", f"ControlPath=/tmp/{prefix}-ssh"], capture_output=True).stdout
 
 
+def test_a_run_folder_that_will_not_go_is_said_with_the_way_out(bed, tmp_path):
+    """A host's run folder the teardown cannot remove (here a file in r2's made immutable mid-run: root's rm fails
+    as on a host's full or read-only /tmp) is named on stderr with `ccrig clean -i`, which then removes it; the run
+    itself succeeds (down() never raises). CI once found r2's folder left without a word."""
+    prefix = f"{bed.prefix}f"
+    stuck = Path(f"/tmp/{prefix}-r2/stuck")
+    proc = start(bed, tmp_path, prefix, "4s")
+    try:
+        wait_for_traffic(tmp_path, proc)
+        stuck.write_text("")
+        subprocess.run(["chattr", "+i", str(stuck)], check=True)
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-3000:]
+        assert stuck.exists()
+        said = [line for line in err.splitlines() if line.startswith("warning: hosts testbed: ")]
+        assert len(said) == 1 and f"its run folder /tmp/{prefix}-r2 stays (" in said[0], err[-3000:]
+        assert f"`ccrig clean -i INVENTORY --prefix {prefix}` removes it" in said[0], said
+        # the way out it names
+        subprocess.run(["chattr", "-i", str(stuck)], check=True)
+        clean = subprocess.run([*CCRIG, "clean", "-i", str(bed.inventory), "--prefix", prefix], cwd=ROOT,
+                               capture_output=True, text=True, timeout=180)
+        assert clean.returncode == 0, clean.stderr
+        assert f"removed /tmp/{prefix}-r2 on host r2" in clean.stdout, clean.stdout
+        assert settled_left_behind(bed, prefix) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        subprocess.run(["chattr", "-i", str(stuck)], capture_output=True)
+        safety_net(prefix)
+        subprocess.run(["rm", "-rf", str(stuck.parent)], capture_output=True)
+
+
 def test_clean_with_inventory_removes_what_a_killed_run_left_on_the_hosts(bed, tmp_path):
     prefix = f"{bed.prefix}k"
     want = names(prefix)
