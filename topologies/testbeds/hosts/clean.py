@@ -154,10 +154,8 @@ def clean_host(conn: SshHost, prefix: str, keep=None, ours=None) -> list[str]:
             if p.returncode == 0:
                 said.append(f"ran {d}/{UNDO_SCRIPT} on host {h.name}: {p.stdout.strip()} commands restoring what "
                             f"the run changed")
-            if conn.run(["rm", "-rf", "--one-file-system", "--", d], check=False, timeout=60).returncode == 0:
-                said.append(f"removed {d} on host {h.name}")
-            else:
-                said.append(f"could not remove {d} on host {h.name}")
+            why = conn.remove_dir(d)
+            said.append(f"could not remove {d} on host {h.name} ({why})" if why else f"removed {d} on host {h.name}")
     if kept:
         return said
     return said + _sweep_interfaces(conn, h)

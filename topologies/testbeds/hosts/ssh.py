@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ccrig.commands import Commands
+from ccrig.errors import RunError
 from .inventory import Inventory, InventoryHost, inventory_path
 
 # A background command on a host: its pid goes to a file (when one is named: down() kills leftovers), its stdin
@@ -131,6 +132,21 @@ class SshHost:
                 self._write(path, "base64 -d | gzip -dc", text, mode, root)
                 return
         self._write(path, "cat", data, mode, root)
+
+    def remove_dir(self, path: str, timeout: float = 60) -> str:
+        """Removes a run's directory on the host (never another filesystem mounted inside it), trying twice: a
+        connection's hiccup is not a leftover. Returns "" once it is gone, else why not (rm's or ssh's words)."""
+        why = ""
+        for _ in range(2):
+            try:
+                p = self.run(["rm", "-rf", "--one-file-system", "--", path], check=False, timeout=timeout)
+            except RunError as e:
+                why = str(e)
+                continue
+            if p.returncode == 0:
+                return ""
+            why = p.stderr.strip() or f"exit {p.returncode}"
+        return why
 
     def _write(self, path: str, decode: str, text: str, mode: int, root: bool) -> None:
         self.run(["sh", "-c", f'{decode} > "$1" && chmod {mode:o} "$1"', "put", path], root=root, input=text)

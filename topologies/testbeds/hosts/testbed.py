@@ -413,16 +413,9 @@ class HostsTestbed(HostsHooks, Testbed):
         for argv in self.undo.commands(node, remembered=False):
             quiet(argv)
         if node in self.hosts:
-            # checked and tried twice: a run folder that stays (CI once found a router's, undo.sh alone in it)
-            # is said, with the way out, rather than left for the next run to meet
-            rm = ["rm", "-rf", "--one-file-system", self._remote_dir(node)]
-            for _ in range(2):
-                try:
-                    p = conn.run(rm, check=False, timeout=20)
-                    why = p.stderr.strip() or f"exit {p.returncode}"
-                except RunError as e:
-                    p, why = None, str(e)
-                if p is not None and p.returncode == 0:
-                    return
-            raise RunError(f"its run folder {self._remote_dir(node)} stays ({why}); "
-                           f"`ccrig clean -i INVENTORY --prefix {self.prefix}` removes it")
+            # a run folder that stays (CI once found a router's, undo.sh alone in it) is said, with the way out,
+            # rather than left for the next run to meet
+            why = conn.remove_dir(self._remote_dir(node), timeout=20)
+            if why:
+                raise RunError(f"its run folder {self._remote_dir(node)} stays ({why}); "
+                               f"`ccrig clean -i INVENTORY --prefix {self.prefix}` removes it")
