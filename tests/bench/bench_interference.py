@@ -7,8 +7,9 @@ side by side: its goodput/T_max, its fidelity verdict and whether it differs fro
 the lowest of those whose verdict was ok by more than DIFFERS of T_max). Reported:
 - `flagged_what_differs`: every first attempt that differs was judged testbed-limited (the goal),
 - `flagged_alike`: attempts judged testbed-limited that did not differ (the cost: reruns not needed),
-- `agree`: the side-by-side run's goodput interval, after its spoiled attempts were rerun alone, overlaps the alone
-  run's (the goal: side by side gives the same answers as alone).
+- `agree`: the side-by-side run's goodput, after its spoiled attempts were rerun alone, equals the alone run's
+  within bench_study.AGREE_MARGIN, judged as a study's claim is (bench_study.same_goodput; the goal: side by side
+  gives the same answers as alone).
 The machine's load average before each cell is recorded: others' work on it moves both modes.
 
 Run as root: `make bench BENCH=interference` -> results/bench/interference.json (about 6 minutes).
@@ -21,7 +22,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench_study import run_default   # tests/bench is the benches' own folder on sys.path (run.py)
+# tests/bench is the benches' own folder on sys.path (run.py)
+from bench_study import goodput_by_rep, run_default, same_goodput
 
 REPETITIONS, DURATION_S = 4, 8
 RATES_MBIT = [10, 100, 300]
@@ -48,7 +50,7 @@ def _mode(summary: dict | None, wall: float, error: str) -> dict:
         return {"error": error, "wall_s": round(wall, 1)}
     g = summary["points"][0]["system"]["goodput_bps"]
     return {"jobs": summary.get("jobs"), "wall_s": round(wall, 1), "goodput_bps": g["mean"], "ci95": g.get("ci95"),
-            "reruns": len(summary.get("reruns", [])),
+            "reruns": len(summary.get("reruns", [])), "goodput_by_rep": goodput_by_rep(summary),
             "unmeasurable": summary["points"][0].get("unmeasurable", []),
             "goodput_of_t_max": [round(r["fidelity"]["goodput_of_t_max"], 4)
                                  for r in summary["points"][0]["repetitions"]]}
@@ -73,11 +75,11 @@ def _cell(rate: int, out: Path) -> dict:
         firsts.append({"rep": r["rep"], "goodput_of_t_max": round(share, 4), "verdict": r["fidelity"]["verdict"],
                        "differs": share < lowest - DIFFERS, "reasons": r["fidelity"]["reasons"],
                        **({"spoiled": r["excluded"]} if "excluded" in r else {})})
-    a, b = cell["alone"]["ci95"], cell["side_by_side"]["ci95"]
+    same = same_goodput(cell["alone"]["goodput_by_rep"], cell["side_by_side"]["goodput_by_rep"])
     cell.update(first_attempts_side_by_side=firsts,
                 flagged_what_differs=all(f["verdict"] != "ok" for f in firsts if f["differs"]),
                 flagged_alike=sum(1 for f in firsts if f["verdict"] != "ok" and not f["differs"]),
-                agree=None if not a or not b else a[0] <= b[1] and b[0] <= a[1])
+                agree=same.pop("agree"), same_goodput=same)
     return cell
 
 
