@@ -73,7 +73,8 @@ def goodput_by_rep(summary: dict) -> dict[int, float]:
 def same_goodput(alone: dict[int, float], side: dict[int, float], margin: float = AGREE_MARGIN) -> dict:
     """Whether side by side measures alone's goodput, as a study's claim would judge it: e = side / alone - 1
     (two independent runs: the delta method, Welch-Satterthwaite df), no-difference when its 95 % interval lies
-    inside +-margin; holds or fails: a difference beyond the interval; undecided: too few repetitions to say."""
+    inside +-margin; holds or fails when the interval is on one side of 0 and reaches past the margin; undecided
+    when it straddles 0 and the margin both (too few repetitions, or too spread, to say)."""
     from ccrig.analysis import samples, sequential
     if len(alone) < 2 or len(side) < 2:
         return {"agree": None, "why": "fewer than 2 repetitions in a mode"}
