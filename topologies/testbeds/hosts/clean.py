@@ -19,6 +19,7 @@ from .undo import UNDO_SCRIPT
 # the SSH control directories of the hosts testbed and of the runner's congestion-control connections:
 # <run prefix>-ssh-XXXXXXXX and <run prefix>-ssh-cc-XXXXXXXX (tempfile.mkdtemp's eight characters)
 SSH_DIR = re.compile(r"^(?P<run>.+)-ssh-(?:cc-)?[a-z0-9_]{8}$")
+CLEAN_CONNECT_S = 60.0  # each host's login, in parallel (a run's start allows 15 s: ssh.SshHost.open)
 EVERY_RUN = "ccrig-"  # the prefix of a clean of every run: it touches only names made from a run's prefix
 
 # Ends the processes whose pid files are in the given run directories (POPEN_WRAPPER writes them), as root on
@@ -101,7 +102,9 @@ def clean_inventory(inventory: Path, prefix: str, commands: Commands, keep=None,
     control = Path(tempfile.mkdtemp(prefix=f"ccrig-{os.getpid()}-clean-"))
     conns: dict[str, SshHost] = {}
     try:
-        conns, problems = connect_all(hosts, commands, control)
+        # nothing waits on a clean, and a machine loaded enough to leave things behind may be slow to log in:
+        # CI once saw all six hosts of a loaded test bed miss the 15 s a run's start allows, right after a run
+        conns, problems = connect_all(hosts, commands, control, within=CLEAN_CONNECT_S)
         said += [f"could not clean {p}" for p in problems]
         for h in hosts:
             if any(p.startswith(h.where) for p in problems):

@@ -53,8 +53,9 @@ class SshHost:
             argv += ["-i", h.key]
         return argv + h.ssh_args
 
-    def open(self) -> str:
-        """Opens the master connection; returns "" or the reason it failed (ssh's own last words)."""
+    def open(self, within: float = 15.0) -> str:
+        """Opens the master connection within `within` seconds; returns "" or the reason it failed (ssh's own last
+        words)."""
         if self.master is not None and self.master.poll() is None:
             return ""
         # -M -N: a master that runs no command and stays in the foreground, so it is our child to stop.
@@ -62,7 +63,7 @@ class SshHost:
         argv = [*self.ssh_argv(), "-M", "-N", "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
                 self.host.address]
         self.master = self.commands.popen(argv, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             if self.master.poll() is not None:
                 err = self.master.stderr.read().decode(errors="replace").strip().splitlines()
@@ -72,7 +73,7 @@ class SshHost:
                 return ""
             time.sleep(0.05)
         self.close()
-        return "no SSH connection within 15 s"
+        return f"no SSH connection within {within:g} s"
 
     def _check(self) -> bool:
         return self.commands.ok(["ssh", "-o", f"ControlPath={self.control}", "-O", "check", self.host.address],
@@ -174,15 +175,16 @@ class SshHost:
 
 def connect_all(hosts: list[InventoryHost], commands: Commands, control_dir: Path,
                 interfaces: dict[str, list[str]] | None = None,
-                tools: tuple[str, ...] = ()) -> tuple[dict[str, SshHost], list[str]]:
+                tools: tuple[str, ...] = (), within: float = 15.0) -> tuple[dict[str, SshHost], list[str]]:
     """Opens a connection to every host and checks it is usable: reachable, root (or sudo without a
     password), the named interfaces present, the tools installed. Returns the connections and the problems,
-    each a sentence naming the host and the reason. Hosts are checked in parallel."""
+    each a sentence naming the host and the reason. Hosts are checked in parallel, each connection given
+    `within` seconds."""
     conns = {h.name: SshHost(h, commands, control_dir) for h in hosts}
 
     def check(h: InventoryHost) -> list[str]:
         c = conns[h.name]
-        err = c.open()
+        err = c.open(within)
         if err:
             return [f"{h.where}: unreachable over SSH: {err}"]
         out = []
