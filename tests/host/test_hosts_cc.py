@@ -247,9 +247,15 @@ def test_a_run_folder_that_will_not_go_is_said_with_the_way_out(bed, tmp_path):
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-3000:]
         assert stuck.exists()
+        # once per time the testbed went down: a repetition the BPF fault spoiled ran again (summary's reruns) on
+        # a testbed of its own, which met the same folder (CI on this kernel: two warnings, one rerun)
+        summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
+        downs = 1 + len(summary.get("reruns", []))
         said = [line for line in err.splitlines() if line.startswith("warning: hosts testbed: ")]
-        assert len(said) == 1 and f"its run folder /tmp/{prefix}-r2 stays (" in said[0], err[-3000:]
-        assert f"`ccrig clean -i INVENTORY --prefix {prefix}` removes it" in said[0], said
+        assert len(said) == downs, (downs, err[-3000:])
+        for line in said:
+            assert f"its run folder /tmp/{prefix}-r2 stays (" in line, err[-3000:]
+            assert f"`ccrig clean -i INVENTORY --prefix {prefix}` removes it" in line, said
         # the way out it names
         subprocess.run(["chattr", "-i", str(stuck)], check=True)
         clean = subprocess.run([*CCRIG, "clean", "-i", str(bed.inventory), "--prefix", prefix], cwd=ROOT,
