@@ -55,6 +55,7 @@ class ControllerLoop:
             with in_namespace(cfg.down_ns):
                 self.frames = FrameSender(cfg.frames_dev)
         self.handle = parse_handle(cfg.down_handle)
+        self.arrival_pps = cfg.arrival_pps
         self.stop = False
         self.polls = 0
         self.max_occupancy = 0
@@ -86,7 +87,8 @@ class ControllerLoop:
     def read(self) -> int:
         return self.down.qdisc_stats(self.handle).qlen
 
-    def sleep_for(self, now: float, q: int) -> float:
+    def sleep_for(self, now: float, q: int, deadline: float | None) -> float:
+        """How long the queue cannot cross the next threshold (nor a timer fire: deadline, link.next_deadline())."""
         cfg, link = self.cfg, self.link
         # a shaper may release two packets back to back (a full bucket after idling, tbf's refill on a
         # change), so the first two of the packets needed may come at once
@@ -97,9 +99,8 @@ class ControllerLoop:
             bound = cfg.max_sleep   # T1 = B2: the queue can never exceed T1
         else:
             # XOFF needs q > T1: at least T1 + 1 - q arrivals
-            bound = (cfg.high - q - 1) / cfg.arrival_pps
+            bound = (cfg.high - q - 1) / self.arrival_pps
         wait = max(cfg.poll, min(cfg.max_sleep, bound / 2))
-        deadline = link.next_deadline()
         if deadline is not None:
             wait = min(wait, max(0.0, deadline - now))
         return wait
@@ -142,7 +143,7 @@ class ControllerLoop:
             if now - last_status >= STATUS_EVERY:
                 last_status = now
                 self.emit({"status": self.summary(now)}, live=True)
-            time.sleep(self.sleep_for(now, q))
+            time.sleep(self.sleep_for(now, q, deadline if change is None and frame is None else link.next_deadline()))
 
     def summary(self, now: float) -> dict:
         link = self.link

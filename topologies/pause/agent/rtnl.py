@@ -35,6 +35,7 @@ _TCMSG = struct.Struct("=BBHiIII")
 _RTA = struct.Struct("=HH")
 _RATESPEC = struct.Struct("=BBHhHI")
 _QUEUE = struct.Struct("=IIIII")   # gnet_stats_queue: qlen, backlog, drops, requeues, overlimits
+_SEQ = struct.Struct("=I")         # nlmsghdr's seq, at offset 8
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -120,6 +121,8 @@ class Rtnl:
         self.sock.bind((0, 0))
         self.seq = 0
         self.buf = bytearray(65536)
+        self._gets: dict[int, bytearray] = {}          # handle -> its RTM_GETQDISC request, built once
+        self._queue_at: dict[tuple[int, int], int] = {}  # (handle, reply length) -> where gnet_stats_queue is
 
     def close(self) -> None:
         self.sock.close()
@@ -127,7 +130,11 @@ class Rtnl:
     def _request(self, kind: int, flags: int, tcm: bytes, attrs: bytes = b"") -> memoryview:
         self.seq += 1
         body = tcm + attrs
-        self.sock.send(_NLMSG.pack(_NLMSG.size + len(body), kind, flags, self.seq, 0) + body)
+        return self._exchange(_NLMSG.pack(_NLMSG.size + len(body), kind, flags, self.seq, 0) + body)
+
+    def _exchange(self, request) -> memoryview:
+        """Sends one request (its sequence number self.seq) and returns the reply to it."""
+        self.sock.send(request)
         while True:
             n = self.sock.recv_into(self.buf)
             view = memoryview(self.buf)[:n]
@@ -141,16 +148,34 @@ class Rtnl:
             return view[:length]
 
     def qdisc_stats(self, handle: int) -> QdiscStats:
-        """The queue statistics of the qdisc with this handle on the device (RTM_GETQDISC by handle)."""
-        # the kernel answers a GET through rtnetlink_send(), which unicasts to the asker only with ECHO
-        msg = self._request(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_ECHO, _TCMSG.pack(0, 0, 0, self.ifindex, handle, 0, 0))
-        start = _NLMSG.size + _TCMSG.size
-        for kind, a, b in _attrs(msg, start, len(msg)):
+        """The queue statistics of the qdisc with this handle on the device (RTM_GETQDISC by handle).
+
+        The controller's hot path (loop.py polls up to 10k times a second): the request is built once, and the
+        reply, whose layout a qdisc keeps from one dump to the next, is walked once per length; later replies of
+        that length are read where the statistics were, after checking the attribute header that holds them."""
+        req = self._gets.get(handle)
+        if req is None:
+            # the kernel answers a GET through rtnetlink_send(), which unicasts to the asker only with ECHO
+            body = _TCMSG.pack(0, 0, 0, self.ifindex, handle, 0, 0)
+            req = self._gets[handle] = bytearray(
+                _NLMSG.pack(_NLMSG.size + len(body), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_ECHO, 0, 0) + body)
+        self.seq += 1
+        _SEQ.pack_into(req, 8, self.seq)
+        msg = self._exchange(req)
+        key = (handle, len(msg))
+        at = self._queue_at.get(key)
+        if at is None or _RTA.unpack_from(msg, at - _RTA.size) != (_RTA.size + _QUEUE.size, TCA_STATS_QUEUE):
+            at = self._queue_at[key] = self._find_queue(msg, handle)
+        qlen, backlog, drops, _, _ = _QUEUE.unpack_from(msg, at)
+        return QdiscStats((qlen, backlog, drops))
+
+    def _find_queue(self, msg: memoryview, handle: int) -> int:
+        """Where a qdisc reply holds its gnet_stats_queue (TCA_STATS2 > TCA_STATS_QUEUE)."""
+        for kind, a, b in _attrs(msg, _NLMSG.size + _TCMSG.size, len(msg)):
             if kind == TCA_STATS2:
                 for k2, c, _ in _attrs(msg, a, b):
                     if k2 == TCA_STATS_QUEUE:
-                        qlen, backlog, drops, _, _ = _QUEUE.unpack_from(msg, c)
-                        return QdiscStats((qlen, backlog, drops))
+                        return c
         raise OSError(errno.EPROTO, f"no queue statistics for qdisc {handle:#x} on {self.dev}")
 
     def change_tbf(self, rate_bytes_ps: int, burst: int, limit: int, handle: int = 0x10000) -> None:
