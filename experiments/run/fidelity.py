@@ -102,6 +102,16 @@ def steal_since(start: dict) -> float | None:
     return busy_between({"cpu": tuple(start["jiffies"])}, {"cpu": tuple(now["jiffies"])}, 3)["cpu"]
 
 
+def bottleneck_counts(qdisc_rows: list[dict]) -> dict[str, float]:
+    """The bottleneck's bytes sent and packets dropped so far (its root discipline's) and its backlog now (its
+    disciplines', not their classes'), from one reading of its statistics."""
+    root = next((r for r in qdisc_rows if r.get("parent") in ("root", None) and not r.get("class")),
+                qdisc_rows[0] if qdisc_rows else {})
+    return {"sent_bytes": float(root.get("sent_bytes", 0) or 0), "dropped": float(root.get("dropped", 0) or 0),
+            "backlog_packets": sum(float(r.get("backlog_packets", 0) or 0) for r in qdisc_rows
+                                   if not r.get("class"))}
+
+
 class Monitor:
     """One repetition's fidelity: fed at each interval boundary by the runner, judged at the end."""
 
@@ -121,16 +131,14 @@ class Monitor:
                  t_max: float | None = None, rate_bps: float | None = None) -> None:
         """Interval k (0-based) just ended: its goodput and the bottleneck's statistics now; its T_max and the
         bottleneck's rate over it when a link event changed them (analysis/capacity.py)."""
-        root = next((r for r in qdisc_rows if r.get("parent") in ("root", None) and not r.get("class")),
-                    qdisc_rows[0] if qdisc_rows else {})
-        sent, dropped = float(root.get("sent_bytes", 0) or 0), float(root.get("dropped", 0) or 0)
+        b = bottleneck_counts(qdisc_rows)
+        sent, dropped, backlog = b["sent_bytes"], b["dropped"], b["backlog_packets"]
         sent_bytes, dropped, self.last = sent - self.last[0], dropped - self.last[1], (sent, dropped)
         now = cpu_times()
         busy = busy_between(self.cpu, now)
         self.cpu = now
         if k + 1 == self.warmup:
             self.cpu_at_warmup = now
-        backlog = sum(float(r.get("backlog_packets", 0) or 0) for r in qdisc_rows if not r.get("class"))
         self.rows.append({"queue_known": bool(qdisc_rows), "goodput_bps": goodput_bps, "dequeue_bps": 8 * sent_bytes / seconds,
                           "backlog_packets": backlog, "dropped": dropped,
                           "cpu_max": max((v for n, v in busy.items() if n != "cpu"), default=busy.get("cpu", 0)),

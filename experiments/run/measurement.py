@@ -6,7 +6,8 @@
       interval:  senders whose start has come; at each boundary the queues' counters, the samplers' (waited for
                  at most 1 s past the boundary), each flow's and the system's row against T_max then, the
                  fidelity monitor, the repetition's tables, the live samples
-      finish:    the senders end on their own; the cross-checks, the trace, the record
+      finish:    the senders end on their own; the counters once more; every interval settled from all the
+                 samples and from the counters' readings at their own times; the cross-checks, the trace, the record
 
 T_max follows the link (analysis/capacity.py): a `rate` or `down` event on a constrained link changes what the
 flows could use for the intervals it covers, and with it EEE, UAR, each flow's fair share and the fidelity
@@ -21,6 +22,7 @@ import time
 from ccrig import fanout
 from ccrig.analysis import metrics, readings, samples, stats
 from ccrig.analysis.capacity import Capacity
+from ccrig.analysis.counters import Counters
 from ccrig.analysis.intervals import FlowSeries, system_interval
 from ccrig.errors import RunError
 from ccrig.qdiscs import classes_under
@@ -64,6 +66,8 @@ class Measurement:
         self.rows_by_flow: dict[int, list[dict]] = {f.index: [] for f in flows}
         self.system_rows: list[dict] = []
         self.bounds: list[tuple] = []   # per interval: a, b, T_max, each flow's share, the queues' drops, offered
+        # every reading of the queues' and links' counters: (seconds since t0, its totals by name; _counts)
+        self.readings: list[tuple[float, dict]] = []
 
     def run(self) -> dict:
         self._start()
@@ -76,6 +80,7 @@ class Measurement:
             # the senders end on their own; their sockets' final counters close the trace
             self.traffic.wait(timeout=self.exp.duration + 30)
             time.sleep(2 * TRACE_PERIOD)
+            self._read(tables)   # every count of the traffic in, for the last intervals' settling
         finally:
             tables.close()
             for s in self.samplers:
@@ -123,6 +128,7 @@ class Measurement:
         self.senders = [f.sender for f in self.flows if f.workload.tcp_info]   # a node once a TCP flow on it
         self.mib = mib.read(self.bed, sorted(set(self.senders)))   # their own TCP counters before the traffic
         prev = self._totals(tables, 0.0)
+        self.readings.append((0.0, _counts(prev)))   # before t0, and before any traffic
         # the run certifies itself (CPU, the bottleneck's dequeue rate and queue, the sampler's lateness)
         self.monitor = fidelity.Monitor(self.rate, self.capacity.t_max(0, exp.interval), exp.warmup, prev["rows"],
                                         greedy=fidelity.greedy(topo, self.flows, exp.flows),
@@ -155,7 +161,7 @@ class Measurement:
         exp, unit = self.exp, self.unit
         boundary = k * exp.interval
         self._sleep_to(boundary)
-        q = self._totals(tables, time.time() - self.t0)
+        q = self._read(tables)
         late = self._wait_samples(boundary + GRACE)   # samplers still late: the interval is degraded
         a, b = boundary - exp.interval, boundary
         t_max = self.capacity.t_max(a, b)
@@ -204,20 +210,35 @@ class Measurement:
         sample that came after it is in neither interval's counters. Study 000 run T (2026-12-03): one
         repetition's live rows held 0.25 of what its sockets acked, its fidelity ok; over a run's 546
         repetitions the live system goodput was off by 0.05 % at the median and 1.3 % at the 99th percentile,
-        against PAUSE gains of a point. Prometheus keeps the live values (they were published then);
-        intervals.csv, the summary and the fidelity monitor take these. Returns how much they moved."""
+        against PAUSE gains of a point. The queues' and links' counts likewise, from their readings at the times
+        they were taken (analysis/counters.py), not at the boundary a late loop read them for. Prometheus keeps the
+        live values (they were published then); intervals.csv, the summary and the fidelity monitor take these.
+        Returns how much they moved, and how late and far apart the counters' readings were."""
         moved = []
-        for i, (a, b, t_max, shares, dropped, offered) in enumerate(self.bounds):
+        c = Counters(self.readings)
+        p = {name: x.get("p") for name, x in (self.readings[-1][1].get("per_link") or {}).items()}
+        links = lambda t: {name: {"dropped": c.at(f"{name}:dropped", t), "passed": c.at(f"{name}:passed", t),
+                                  "p": p[name]} for name in p}
+        for i, (a, b, t_max, shares, _, _) in enumerate(self.bounds):
+            dropped, offered = c.between("dropped", a, b), c.between("offered", a, b)
+            self.bounds[i] = (a, b, t_max, shares, dropped, offered)
             rows = [self.rows_by_flow[f.index][i] for f in self.flows]
             for row, again in zip(rows, self._flow_rows(a, b, t_max, shares)):
                 row.update(again)
             sysrow, live = self.system_rows[i], self.system_rows[i]["goodput_bps"]
             sysrow.update(system_interval(rows, t_max, dropped, offered))
-            self.monitor.rows[i]["goodput_bps"] = sysrow["goodput_bps"]
+            sysrow["link_dropped"] = c.between("link_dropped", a, b)
+            self.drawn[i] = readings.drawn_between(links(a), links(b))
+            self.monitor.rows[i].update(goodput_bps=sysrow["goodput_bps"],
+                                        dequeue_bps=8 * c.between("sent_bytes", a, b) / (b - a),
+                                        dropped=c.between("root_dropped", a, b),
+                                        backlog_packets=c.nearest(b)["backlog_packets"])
             moved.append(abs(sysrow["goodput_bps"] - live) / sysrow["goodput_bps"] if sysrow["goodput_bps"] else
                          float(live > 0))
         tables.rewrite_intervals(self.flows, self.bounds, self.rows_by_flow, self.system_rows)
-        return {"intervals_moved": sum(m > 0 for m in moved), "largest_goodput_change": round(max(moved, default=0), 6)}
+        late = [t - k * self.exp.interval for k, (t, _) in enumerate(self.readings[:-1]) if k]
+        return {"intervals_moved": sum(m > 0 for m in moved), "largest_goodput_change": round(max(moved, default=0), 6),
+                "counters_latest_s": round(max(late, default=0.0), 3), "counters_gap_s": round(c.gap(), 3)}
 
     def _bottleneck_share(self, a: float, b: float) -> float:
         """The bottleneck's capacity over [a, b] as a share of its own (1 unless an event changed it)."""
@@ -242,6 +263,13 @@ class Measurement:
             raise RunError(f"the TCP_INFO sampler on {dead[0].node} stopped (exit status {dead[0].proc.returncode})"
                            f": {dead[0].error() or 'no message'}")
         return [str(s.node) for s in late]
+
+    def _read(self, tables: RepetitionTables) -> dict:
+        """The counters now (_totals), kept with the time they were read."""
+        t = time.time() - self.t0
+        q = self._totals(tables, t)
+        self.readings.append((t, _counts(q)))
+        return q
 
     def _totals(self, tables: RepetitionTables, t: float) -> dict:
         """Every queue's statistics at t, into qdisc.csv, with the links' drops (BPF random loss and outages).
@@ -336,3 +364,16 @@ class Measurement:
         for w in entry["warnings"]:
             print(f"warning: point {unit.point.index} repetition {unit.rep}: {w}")
         return entry
+
+
+def _counts(q: dict) -> dict[str, float]:
+    """One reading of the counters (Measurement._totals) as totals by name, for analysis.counters: the system's
+    drops and packets offered, the links' drops, each drop point's dropped and passed, the bottleneck's bytes sent,
+    drops and backlog (the fidelity monitor's)."""
+    out = {"dropped": q["dropped"], "offered": q["offered"], "link_dropped": q["link_dropped"]}
+    for name, x in (q.get("per_link") or {}).items():
+        out[f"{name}:dropped"], out[f"{name}:passed"] = x.get("dropped", 0), x.get("passed", 0)
+    b = fidelity.bottleneck_counts(q["rows"])
+    out.update(sent_bytes=b["sent_bytes"], root_dropped=b["dropped"], backlog_packets=b["backlog_packets"])
+    out["per_link"] = q.get("per_link") or {}
+    return out
