@@ -102,11 +102,16 @@ def steal_since(start: dict) -> float | None:
     return busy_between({"cpu": tuple(start["jiffies"])}, {"cpu": tuple(now["jiffies"])}, 3)["cpu"]
 
 
+def root_row(qdisc_rows: list[dict]) -> dict:
+    """A queue's root discipline among one reading of its statistics (its first row without one; {} without any)."""
+    return next((r for r in qdisc_rows if r.get("parent") in ("root", None) and not r.get("class")),
+                qdisc_rows[0] if qdisc_rows else {})
+
+
 def bottleneck_counts(qdisc_rows: list[dict]) -> dict[str, float]:
     """The bottleneck's bytes sent and packets dropped so far (its root discipline's) and its backlog now (its
     disciplines', not their classes'), from one reading of its statistics."""
-    root = next((r for r in qdisc_rows if r.get("parent") in ("root", None) and not r.get("class")),
-                qdisc_rows[0] if qdisc_rows else {})
+    root = root_row(qdisc_rows)
     return {"sent_bytes": float(root.get("sent_bytes", 0) or 0), "dropped": float(root.get("dropped", 0) or 0),
             "backlog_packets": sum(float(r.get("backlog_packets", 0) or 0) for r in qdisc_rows
                                    if not r.get("class"))}

@@ -68,6 +68,7 @@ class Measurement:
         self.bounds: list[tuple] = []   # per interval: a, b, T_max, each flow's share, the queues' drops, offered
         # every reading of the queues' and links' counters: (seconds since t0, its totals by name; _counts)
         self.readings: list[tuple[float, dict]] = []
+        self.drawn: list[tuple[float, float]] = []   # each interval's random loss drawn (readings.drawn_between)
 
     def run(self) -> dict:
         self._start()
@@ -134,7 +135,6 @@ class Measurement:
                                         greedy=fidelity.greedy(topo, self.flows, exp.flows),
                                         steady=self.state.pause is None and not getattr(exp, "events", None))
         tables.intervals.add_columns(["active", "fair_share_bps", "t_max_bps", "link_dropped"])
-        self.drawn: list[tuple[float, float]] = []   # each interval's random loss drawn (readings.drawn_between)
         if exp.queue_monitor:
             tables.intervals.add_columns(list(QUEUE_COLUMNS))
         # time starts now: the queues' first reading can take seconds too (a cold first repetition in a TCG
@@ -175,7 +175,6 @@ class Measurement:
             self.rows_by_flow[f.index].append(row)
         sysrow = system_interval(rows, t_max, dropped, offered)
         sysrow["link_dropped"] = q["link_dropped"] - prev["link_dropped"]
-        self.drawn.append(readings.drawn_between(prev["per_link"], q["per_link"]))
         sysrow["t_max_bps"] = t_max
         # an interval computed while a sampler was more than 1 s late (stale counters) is marked degraded, said,
         # and counted
@@ -214,7 +213,7 @@ class Measurement:
         they were taken (analysis/counters.py), not at the boundary a late loop read them for. Prometheus keeps the
         live values (they were published then); intervals.csv, the summary and the fidelity monitor take these.
         Returns how much they moved, and how late and far apart the counters' readings were."""
-        moved = []
+        moved, self.drawn = [], []
         c = Counters(self.readings)
         p = {name: x.get("p") for name, x in (self.readings[-1][1].get("per_link") or {}).items()}
         links = lambda t: {name: {"dropped": c.at(f"{name}:dropped", t), "passed": c.at(f"{name}:passed", t),
@@ -228,7 +227,7 @@ class Measurement:
             sysrow, live = self.system_rows[i], self.system_rows[i]["goodput_bps"]
             sysrow.update(system_interval(rows, t_max, dropped, offered))
             sysrow["link_dropped"] = c.between("link_dropped", a, b)
-            self.drawn[i] = readings.drawn_between(links(a), links(b))
+            self.drawn.append(readings.drawn_between(links(a), links(b)))
             self.monitor.rows[i].update(goodput_bps=sysrow["goodput_bps"],
                                         dequeue_bps=8 * c.between("sent_bytes", a, b) / (b - a),
                                         dropped=c.between("root_dropped", a, b),
@@ -284,8 +283,7 @@ class Measurement:
         tables.qdisc_rows(rows, t)
         dropped = offered = 0.0
         for i, rs in enumerate(per):
-            root = next((r for r in rs if r.get("parent") in ("root", None) and not r.get("class")),
-                        rs[0] if rs else {})
+            root = fidelity.root_row(rs)
             d = float(root.get("dropped", 0))
             dropped += d
             if i == 0:
