@@ -182,8 +182,8 @@ def open_to_resume(run_dir: Path, raw: dict) -> tuple[RunArchive, dict, dict]:
 
 class RepetitionTables:
     """One repetition's tables, written as it runs: intervals.csv (each flow and the system, each interval) and
-    qdisc.csv (the bottleneck's statistics at each boundary); trace.csv (each sender's samples) once the traffic
-    is over."""
+    qdisc.csv (the queues' statistics at each boundary, `t` when read, and once after the traffic); trace.csv
+    (each sender's samples) once the traffic is over."""
 
     def __init__(self, out: Path):
         self.out = out
