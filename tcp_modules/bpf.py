@@ -61,6 +61,37 @@ def struct_ops_maps(system) -> list[tuple[int, str]]:
     return out
 
 
+def globals_of(system, map_id: int, op: str = "in_ack_event") -> dict:
+    """The global variables (.bss) of a registered variant's object, {} when unreadable: reached from its
+    struct_ops map through the program behind `op` (`bpftool struct_ops dump` names it "NAME/prog_id:N"), whose
+    maps include the object's .bss."""
+    s = as_system(system)
+    proc = s.run(["bpftool", "-j", "struct_ops", "dump", "id", str(map_id)], check=False)
+    # one map's dump is two objects joined by a comma, not an array: read the op's entry from the text
+    m = re.search(rf'"{op}":\s*"[^"]*/prog_id:(\d+)"', proc.stdout) if proc.returncode == 0 else None
+    if not m:
+        return {}
+    proc = s.run(["bpftool", "-j", "prog", "show", "id", m.group(1)], check=False)
+    prog = next(iter(jsondoc.values(proc.stdout)), {}) if proc.returncode == 0 else {}
+    out: dict = {}
+    for mid in prog.get("map_ids", []):
+        proc = s.run(["bpftool", "-j", "map", "dump", "id", str(mid)], check=False)
+        for entry in jsondoc.values(proc.stdout) if proc.returncode == 0 else []:
+            section = (entry.get("formatted") or entry).get("value", {})
+            for var in section.get(".bss", []) if isinstance(section, dict) else []:
+                out.update(var)
+    return out
+
+
+def repaired(system, item: Loaded) -> int | None:
+    """How many garbage thresholds the variant's glue put right (bpf/ccrig_tcp.bpf.h, ccrig_in_ack_event) since
+    it was registered; None when it cannot be read (an object built before the repair, bpftool refusing)."""
+    if item.bpf_id is None:
+        return None
+    n = globals_of(system, item.bpf_id).get("ccrig_repaired")
+    return int(n) if n is not None else None
+
+
 def unregister_id(system, map_id: int) -> bool:
     return as_system(system).ok(["bpftool", "struct_ops", "unregister", "id", str(map_id)])
 
@@ -86,10 +117,10 @@ def why_not(s: System) -> list[str]:
 
 def register(s: System, prefix: str, key: str, law: laws.Law, build: Callable[[str], None]) -> Loaded:
     """Makes law's variant, ships it to s's state directory and registers it; build("bpf") builds the
-    templates here first when they are missing. Recorded under the variant's name with the prefix."""
+    templates here first: make builds one that is missing or older than its sources (a checkout moved on since
+    it was built: its glue is what runs), and nothing else. Recorded under the variant's name with the prefix."""
     template = BUILD / bpfobj.OBJECT[law.law]
-    if not template.exists():
-        build("bpf")
+    build("bpf")
     name = generated_name(prefix, law, s.name)
     data = bpfobj.variant(template, law, name)
     obj = s.state_dir / f"{name}.bpf.o"

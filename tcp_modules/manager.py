@@ -163,6 +163,12 @@ class CcManager:
         self.loaded.clear()
         return left
 
+    def repaired(self) -> dict[str, int]:
+        """{cc value: garbage thresholds its BPF variant put right since it was registered} (bpf.repaired),
+        for the variants whose count can be read."""
+        counts = {item.key: bpf.repaired(self.system, item) for item in self.loaded.values() if item.form == "bpf"}
+        return {k: n for k, n in counts.items() if n is not None}
+
     def describe(self) -> list[dict]:
         """What was loaded, for env.json: form, kernel name, parameters, object and its sha256."""
         return [item.describe() for item in self.loaded.values()]
@@ -220,6 +226,12 @@ class CcSet:
             except Exception as e:  # a host gone away must not keep the others loaded
                 return [f"what was loaded on {m.system.where} ({e})"]
         return [what for left in self._each(release) for what in left]
+
+    def repaired(self) -> dict[str, int]:
+        """Each BPF variant's repairs (CcManager.repaired), by cc value, on a host named "HOST:value"."""
+        counts = self._each(lambda key, m: {(v if m.system.local else f"{m.system.name}:{v}"): n
+                                            for v, n in m.repaired().items()})
+        return {k: n for c in counts for k, n in c.items()}
 
     def describe(self):
         """For env.json: this machine's list, or per host its node, kernel and what was loaded there."""

@@ -154,6 +154,7 @@ class Runner:
 
     def complete(self) -> None:
         self.summary["complete"] = "cut" not in self.summary
+        summary.add_repairs(self.summary, self.cc.repaired() if self.cc is not None else {})
         self.archive.write_json("summary.json", self.summary)
         self._strict()
 

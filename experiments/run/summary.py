@@ -353,6 +353,14 @@ def trace_warnings(flows: list[Flow], sampler_of: dict[str, FlowSampler]) -> lis
     return out
 
 
+def add_repairs(summary: dict, counts: dict[str, int]) -> None:
+    """summary.json's `bpf_repaired`: per law, the garbage thresholds its BPF variant put right (bpf_fault.py).
+    Each session registers its variants afresh, so a resumed run's counts add to the earlier sessions'."""
+    for cc, n in counts.items():
+        total = summary.setdefault("bpf_repaired", {})
+        total[cc] = total.get(cc, 0) + n
+
+
 def kernel_faults(flows: list[Flow], sampler_of: dict[str, FlowSampler]) -> list[dict]:
     """Per flow that the kernel's BPF struct_ops fault hit, the samples a law check leaves out
     (ccrig.tcp_modules.bpf_fault.clean_runs) of all its samples, and the faults' spans in seconds."""

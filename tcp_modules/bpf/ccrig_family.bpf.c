@@ -12,6 +12,7 @@ struct tcp_congestion_ops ccrig_ops = {
 	.ssthresh = (void *)ccrig_ssthresh,
 	.cong_avoid = (void *)ccrig_cong_avoid,
 	.undo_cwnd = (void *)ccrig_undo_cwnd,
+	.in_ack_event = (void *)ccrig_in_ack_event,
 	/* 15 characters, replaced by the generated name: the loader finds it by this text */
 	.name = "ccrig@variant@@",
 };

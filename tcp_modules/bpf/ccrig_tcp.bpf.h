@@ -78,21 +78,64 @@ void BPF_PROG(ccrig_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	tp->snd_cwnd = cwnd < tp->snd_cwnd_clamp ? cwnd : tp->snd_cwnd_clamp;
 }
 
-SEC("struct_ops")
-__u32 BPF_PROG(ccrig_ssthresh, struct sock *sk)
+/* The law's decrease at a loss with window w, as ssthresh returns it; its state (loss_cwnd, acc, seen_loss) moves. */
+static __always_inline __u32 ccrig_decrease(struct sock *sk, __u32 w)
 {
-	struct tcp_sock *tp = ccrig_tp(sk);
 	struct ccrig_ca *ca = ccrig_ca(sk);
 	struct ccrig_params p = ccrig_params;
-	__u32 w = tp->snd_cwnd;
 
 	/* A window of CCRIG_CAP_SEGS or more is no path's: it is what the kernel made of a garbage ssthresh when
-	 * it skipped this program at an earlier loss (tcp_modules/bpf_fault.py). The law applied to it would
+	 * it skipped the law at an earlier loss (tcp_modules/bpf_fault.py). The law applied to it would
 	 * saturate and take some 20 losses to halve back; apply it to the window of the last loss it saw instead. */
 	if (w >= CCRIG_CAP_SEGS && ca->loss_cwnd && ca->loss_cwnd < CCRIG_CAP_SEGS)
 		w = ca->loss_cwnd;
 	ca->loss_cwnd = w;
 	return ccrig_on_loss(&p, w, &ca->acc, &ca->seen_loss);
+}
+
+#ifdef CCRIG_TEST_SKIP_EVERY
+/* Tests only (tests/host/test_bpf_repair.py builds with it): every CCRIG_TEST_SKIP_EVERY-th call returns what a
+ * skipped program leaves (the return thunk's address seen on this project's machine) and moves no state. */
+__u64 ccrig_test_calls = 0;
+#define CCRIG_TEST_GARBAGE 2183157349U
+#endif
+
+SEC("struct_ops")
+__u32 BPF_PROG(ccrig_ssthresh, struct sock *sk)
+{
+#ifdef CCRIG_TEST_SKIP_EVERY
+	if (++ccrig_test_calls % CCRIG_TEST_SKIP_EVERY == 0)
+		return CCRIG_TEST_GARBAGE;
+#endif
+	return ccrig_decrease(sk, ccrig_tp(sk)->snd_cwnd);
+}
+
+#define CCRIG_INFINITE_SSTHRESH 0x7fffffffU   /* include/net/tcp.h TCP_INFINITE_SSTHRESH, not in vmlinux.h */
+
+/* Thresholds put right by ccrig_in_ack_event (read by tcp_modules/bpf.py repaired()). */
+__u64 ccrig_repaired = 0;
+
+/* When the kernel skips the law's ssthresh (bpf_fault.py) it also skips every program of ours in the same
+ * softirq (set_state, cwnd_event), so the repair waits for the next ACK, which the kernel hands here on its
+ * way in, in every state and before it leaves Recovery (tcp_ack: tcp_in_ack_event, then tcp_fastretrans_alert,
+ * whose end of the reduction sets cwnd = ssthresh). The threshold is what the skipped call should have
+ * returned: the law's decrease at prior_cwnd, the window the kernel saved just before calling it
+ * (tcp_init_cwnd_reduction, tcp_enter_loss). A window already set from the garbage is no path's either: PRR
+ * reads the garbage as a negative int and sizes the window from it at the very ACK that entered Recovery (what
+ * that ACK sends is sent); it becomes that threshold, as the reduction's end would have made it. */
+SEC("struct_ops")
+void BPF_PROG(ccrig_in_ack_event, struct sock *sk, __u32 flags)
+{
+	struct tcp_sock *tp = ccrig_tp(sk);
+	__u32 ss = tp->snd_ssthresh;
+
+	if (ss < CCRIG_CAP_SEGS || ss == CCRIG_INFINITE_SSTHRESH)
+		return;
+	ss = ccrig_decrease(sk, tp->prior_cwnd);
+	tp->snd_ssthresh = ss;
+	if (tp->snd_cwnd >= CCRIG_CAP_SEGS)
+		tp->snd_cwnd = ss;
+	__sync_fetch_and_add(&ccrig_repaired, 1);
 }
 
 SEC("struct_ops")

@@ -99,3 +99,12 @@ def test_the_cross_check_takes_the_most_in_flight_from_the_workloads_end_on():
     assert c["collector_in_flight_bytes"] == 13 * 1448   # at 29.5 s, not the 40 of 10 s nor the last sample's 4
     assert c["collector_bytes_acked"] == 313032 and c["receiver_bytes_received"] == 313000
     assert samples.spoiled(rep(cross_check=[c])) is None   # +4.3 %, within 3 % once 13 segments are allowed
+
+
+def test_repairs_add_up_over_a_runs_sessions():
+    s: dict = {}
+    summary.add_repairs(s, {})                       # no BPF law: nothing said
+    assert "bpf_repaired" not in s
+    summary.add_repairs(s, {"ab_smooth": 3, "ab_standard": 0})
+    summary.add_repairs(s, {"ab_smooth": 2, "ab_responsive": 1})   # a resumed run's session, its variants new
+    assert s["bpf_repaired"] == {"ab_smooth": 5, "ab_standard": 0, "ab_responsive": 1}
