@@ -2,6 +2,7 @@
 (over a connection that runs its argv with a real shell here), the per-system set, and ccrig clean's names."""
 import base64
 import gzip
+import os
 import re
 import subprocess
 
@@ -9,7 +10,7 @@ import pytest
 
 from ccrig.topologies.testbeds.hosts.clean import SSH_DIR, run_named as _is_run
 from ccrig.tcp_modules import bpfobj, laws
-from ccrig.tcp_modules.bpf import NAME_RE, generated_name, prefix_tag
+from ccrig.tcp_modules.bpf import NAME_RE, _fresh, generated_name, prefix_tag
 from ccrig.tcp_modules.manager import CcSet
 from ccrig.tcp_modules.systems import LocalSystem, RemoteSystem, System
 
@@ -120,3 +121,15 @@ def test_clean_recognises_ssh_control_dirs_and_run_names():
     assert SSH_DIR.match("ccrig-123-bed") is None
     assert _is_run("ccrig-123-s1") and not _is_run("ccrig-provision-ssh-abcdefgh") and not _is_run("ccrig-x-s1")
     assert re.fullmatch(SSH_DIR, "ccrig-provision-ssh-abcdefgh")   # recognised, and spared by _is_run
+
+
+def test_a_template_older_than_its_sources_is_built_again(tmp_path):
+    """A checkout moved on since its BPF templates were built (the glue's repair came that way) runs its own glue:
+    register() builds when the template is missing or older than any source tcp_modules/Makefile builds it from."""
+    law, template = laws.PRESETS["ab_standard"], tmp_path / "tcp_alphabeta.bpf.o"
+    assert not _fresh(template, law)                      # missing
+    template.write_bytes(b"")
+    os.utime(template, (0, 0))                            # older than the sources
+    assert not _fresh(template, law)
+    os.utime(template, (4e9, 4e9))                        # newer than all of them
+    assert _fresh(template, law)
