@@ -115,20 +115,12 @@ def why_not(s: System) -> list[str]:
     return why
 
 
-def _fresh(template: Path, law: laws.Law) -> bool:
-    """template exists and is newer than what tcp_modules/Makefile builds it from. Checked here, not by asking
-    make, because make's lock is a file in the build folder, which a vm guest sees read-only."""
-    sources = [HERE / "families" / f"{law.law}.h", HERE / "include" / "ccrig_law.h", *(HERE / "bpf").iterdir()]
-    return template.exists() and all(src.stat().st_mtime <= template.stat().st_mtime for src in sources)
-
-
 def register(s: System, prefix: str, key: str, law: laws.Law, build: Callable[[str], None]) -> Loaded:
-    """Makes law's variant, ships it to s's state directory and registers it; build("bpf") builds the
-    templates here first when law's is missing or older than its sources (a checkout moved on since it was built:
-    the glue that runs is the checkout's). Recorded under the variant's name with the prefix."""
+    """Makes law's variant, ships it to s's state directory and registers it; build("bpf") first builds the
+    templates here if make finds them missing or older than their sources (a checkout moved on since they were
+    built: the glue that runs is the checkout's). Recorded under the variant's name with the prefix."""
     template = BUILD / bpfobj.OBJECT[law.law]
-    if not _fresh(template, law):
-        build("bpf")
+    build("bpf")
     name = generated_name(prefix, law, s.name)
     data = bpfobj.variant(template, law, name)
     obj = s.state_dir / f"{name}.bpf.o"

@@ -39,6 +39,23 @@ __all__ = ["CcManager", "CcSet", "PREFERS", "BUILD", "NAME_RE", "STATE_DIR", "Re
 PREFERS = ("auto", "kmod", "bpf")
 
 
+def build(commands: Commands, what: str, folder: Path = HERE) -> bool:
+    """Runs tcp_modules/Makefile's `what` in folder (bpf: the laws' BPF templates, or one object's path;
+    modules: this machine's kernel modules) and says whether it built. BPF objects only when make finds them
+    missing or older than their sources (`make -q` writes nothing and takes no lock: a vm guest's read-only
+    checkout, built before the guest started, passes), so a checkout that moved on runs its own glue; modules
+    are Kbuild's to judge, which -q cannot ask."""
+    argv = ["make", "-C", str(folder), what]
+    if what == "modules":
+        argv.append(f"KDIR={LocalSystem().kdir()}")
+    elif commands.run(["make", "-q", *argv[1:]], check=False).returncode == 0:
+        return False
+    # two runs started at once (two studies, two test workers) would each write make's shared .tmp files
+    with cache_lock(".make.lock", folder / "build"):
+        commands.run(argv, timeout=600)
+    return True
+
+
 class CcManager:
     def __init__(self, commands: Commands, prefix: str, prefer: str = "auto", kmod_dir: Path | None = None,
                  system: System | None = None):
@@ -144,13 +161,8 @@ class CcManager:
         return Loaded(name, "builtin", name, extra=extra)
 
     def _ensure_built(self, what: str) -> None:
-        """Builds tcp_modules' BPF objects or (for this machine) its modules, here."""
-        argv = ["make", "-C", str(HERE), what]
-        if what == "modules":
-            argv.append(f"KDIR={LocalSystem().kdir()}")
-        # two runs started at once (two studies, two test workers) would each write make's shared .tmp files
-        with cache_lock(".make.lock", BUILD):
-            self.commands.run(argv, timeout=600)
+        """Builds tcp_modules' BPF objects or (for this machine) its modules, here (build())."""
+        build(self.commands, what)
 
     # teardown -----------------------------------------------------------------------------------------------
     def release(self) -> list[str]:

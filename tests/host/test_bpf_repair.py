@@ -22,9 +22,8 @@ import pytest
 from ccrig.commands import Commands
 from ccrig.tcp_modules import bpf, bpf_fault, bpfobj, laws
 from ccrig.tcp_modules.loaded import Loaded
-from ccrig.tcp_modules.manager import CcManager
 from ccrig.tcp_modules.systems import LocalSystem
-from support.lawflow import bottleneck, loss_events, run_flow
+from support.lawflow import bottleneck, bpf_skip_reason, loss_events, run_flow
 
 pytestmark = pytest.mark.host
 
@@ -35,15 +34,8 @@ EVERY = 2
 SECONDS = 6
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, bpftool struct_ops)"
-    why = CcManager(Commands(None), PREFIX, "bpf").preflight(["ab_standard"])
-    return "; ".join(why) or None
-
-
-if _skip_reason():
-    pytestmark = [pytest.mark.host, pytest.mark.skip(reason=_skip_reason())]
+if (_why := bpf_skip_reason(PREFIX, "ab_standard")):
+    pytestmark = [pytest.mark.host, pytest.mark.skip(reason=_why)]
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +43,13 @@ def faulty():
     """ab_standard from a build whose ssthresh returns the fault's word at every EVERY-th call, registered under
     a generated name (so `ccrig clean --prefix` finds it), unregistered at the end."""
     commands = Commands(None)
-    CcManager(commands, PREFIX, "bpf")._ensure_built("bpf")   # vmlinux.h, which the test build includes
     law = laws.PRESETS["ab_standard"]
     name = bpf.generated_name(PREFIX, law)
     with tempfile.TemporaryDirectory(prefix=f"{PREFIX}-") as tmp:
-        template = Path(tmp) / "faulty.bpf.o"
-        commands.run(["clang", "-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86", f"-I{MODULES / 'build'}",
-                      f"-I{MODULES / 'bpf'}", '-DCCRIG_LAW_FILE="../families/alphabeta.h"',
-                      f"-DCCRIG_TEST_SKIP_EVERY={EVERY}", "-c", str(MODULES / "bpf" / "ccrig_family.bpf.c"),
-                      "-o", str(template)], timeout=300)
+        # the Makefile's own rule with one flag more, into the test's folder (its vmlinux.h dumped there too)
+        template = Path(tmp) / bpfobj.OBJECT[law.law]
+        commands.run(["make", "-C", str(MODULES), f"BUILD={tmp}",
+                      f"BPF_EXTRA_CFLAGS=-DCCRIG_TEST_SKIP_EVERY={EVERY}", str(template)], timeout=300)
         obj = Path(tmp) / f"{name}.bpf.o"
         obj.write_bytes(bpfobj.variant(template, law, name))
         commands.run(["bpftool", "struct_ops", "register", str(obj)])

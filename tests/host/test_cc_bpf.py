@@ -25,7 +25,7 @@ from ccrig.tcp_modules.bpf import struct_ops_maps
 from ccrig.tcp_modules.leftovers import cleanup
 from ccrig.tcp_modules.manager import CcManager
 from ccrig.tcp_modules.systems import available
-from support.lawflow import SECONDS, bottleneck, growth_per_rtt, law_flow, run_events
+from support.lawflow import SECONDS, bottleneck, bpf_skip_reason, growth_per_rtt, law_flow, run_events
 
 pytestmark = pytest.mark.host
 
@@ -33,16 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PREFIX = f"ccB-{os.getpid()}"
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, bpftool struct_ops)"
-    if CcManager(Commands(None), PREFIX, "bpf").preflight(["ab_standard"]):
-        return "; ".join(CcManager(Commands(None), PREFIX, "bpf").preflight(["ab_standard"]))
-    return None
-
-
-if _skip_reason():
-    pytestmark = [pytest.mark.host, pytest.mark.skip(reason=_skip_reason())]
+if (_why := bpf_skip_reason(PREFIX, "ab_standard")):
+    pytestmark = [pytest.mark.host, pytest.mark.skip(reason=_why)]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from ccrig.commands import Commands
 from ccrig.tcp_modules import laws
 from ccrig.tcp_modules.manager import CcManager
 from ccrig.tcp_modules.systems import available
-from support.lawflow import LOSS, RECOVERY, bottleneck, growth_per_rtt, law_flow, loss_events
+from support.lawflow import LOSS, RECOVERY, bottleneck, bpf_skip_reason, growth_per_rtt, law_flow, loss_events
 
 pytestmark = pytest.mark.host
 
@@ -31,15 +31,8 @@ BUFFER = 44   # packets: the pipe is about 46, where PIPD's post-loss window pea
 TCP_INFINITE_SSTHRESH = 0x7fffffff   # include/net/tcp.h: a connection's ssthresh before its first loss
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, bpftool struct_ops)"
-    problems = CcManager(Commands(None), PREFIX, "bpf").preflight(["poly_pipd_paper"])
-    return "; ".join(problems) or None
-
-
-if _skip_reason():
-    pytestmark = [pytest.mark.host, pytest.mark.skip(reason=_skip_reason())]
+if (_why := bpf_skip_reason(PREFIX, "poly_pipd_paper")):
+    pytestmark = [pytest.mark.host, pytest.mark.skip(reason=_why)]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """One TCP flow of a congestion-control law through a real bottleneck, with the data socket's TCP_INFO trace, and
 what a law test reads from it: the losses (window at the loss, the ssthresh the law set) and the growth per round
-trip. Shared by tests/host/test_cc_bpf.py and tests/host/test_cc_poly_paper.py."""
+trip. Shared by tests/host/test_cc_bpf.py, test_cc_poly_paper.py and test_bpf_repair.py."""
 from __future__ import annotations
 
 import json
@@ -17,6 +17,7 @@ from ccrig.commands import Commands
 from ccrig.experiments.run import mib
 from ccrig.ports import CLIENT_PORT, SERVER_PORT
 from ccrig.tcp_modules import bpf_fault
+from ccrig.tcp_modules.manager import CcManager
 from ccrig.topologies.loss import program
 from ccrig.topologies.named.dumbbell import DumbbellSpec
 from ccrig.topologies.testbeds.netns import NetnsTestbed
@@ -25,6 +26,14 @@ from support import wait
 SAMPLER = Path(__file__).resolve().parents[2] / "experiments" / "nodes" / "sampler.py"
 SECONDS = 4
 OPEN, RECOVERY, LOSS = 0, 3, 4   # tcp_info ca_state: TCP_CA_Open, TCP_CA_Recovery, TCP_CA_Loss
+
+
+def bpf_skip_reason(prefix: str, cc: str) -> str | None:
+    """Why this machine cannot run a test of cc as BPF (not root, or what CcManager's preflight finds missing),
+    None when it can."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, bpftool struct_ops)"
+    return "; ".join(CcManager(Commands(None), prefix, "bpf").preflight([cc])) or None
 
 
 @contextmanager

@@ -1,18 +1,21 @@
-"""The congestion-control manager's pure parts: generated names per host, the remote system's file plumbing
-(over a connection that runs its argv with a real shell here), the per-system set, and ccrig clean's names."""
+"""The congestion-control manager's parts that need no kernel: generated names per host, the remote system's file
+plumbing (over a connection that runs its argv with a real shell here), the per-system set, ccrig clean's names,
+and the BPF templates built again when a source moved on (make and clang on a copy of tcp_modules)."""
 import base64
 import gzip
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
 
+from ccrig.commands import Commands
 from ccrig.topologies.testbeds.hosts.clean import SSH_DIR, run_named as _is_run
 from ccrig.tcp_modules import bpfobj, laws
-from ccrig.tcp_modules.bpf import NAME_RE, _fresh, generated_name, prefix_tag
-from ccrig.tcp_modules.manager import CcSet
-from ccrig.tcp_modules.systems import LocalSystem, RemoteSystem, System
+from ccrig.tcp_modules.bpf import NAME_RE, generated_name, prefix_tag
+from ccrig.tcp_modules.manager import CcSet, build
+from ccrig.tcp_modules.systems import HERE, LocalSystem, RemoteSystem, System
 
 
 class ShellConnection:
@@ -125,11 +128,15 @@ def test_clean_recognises_ssh_control_dirs_and_run_names():
 
 def test_a_template_older_than_its_sources_is_built_again(tmp_path):
     """A checkout moved on since its BPF templates were built (the glue's repair came that way) runs its own glue:
-    register() builds when the template is missing or older than any source tcp_modules/Makefile builds it from."""
-    law, template = laws.PRESETS["ab_standard"], tmp_path / "tcp_alphabeta.bpf.o"
-    assert not _fresh(template, law)                      # missing
-    template.write_bytes(b"")
-    os.utime(template, (0, 0))                            # older than the sources
-    assert not _fresh(template, law)
-    os.utime(template, (4e9, 4e9))                        # newer than all of them
-    assert _fresh(template, law)
+    register() asks build("bpf"), which builds what make finds missing or older than its sources and else only
+    asks (`make -q`). On a copy of tcp_modules, one family's object as the target."""
+    folder = tmp_path / "tcp_modules"
+    shutil.copytree(HERE, folder, ignore=shutil.ignore_patterns("build", "kmod", "__pycache__"))
+    commands, target = Commands(tmp_path / "commands.log"), folder / "build" / bpfobj.OBJECT["alphabeta"]
+    assert build(commands, str(target), folder) and target.exists()     # missing: built
+    built = target.stat().st_mtime_ns
+    assert not build(commands, str(target), folder)                     # up to date: only asked
+    assert target.stat().st_mtime_ns == built
+    glue = folder / "bpf" / "ccrig_tcp.bpf.h"
+    os.utime(glue, ns=(built + 10**9, built + 10**9))                   # a source moved on
+    assert build(commands, str(target), folder) and target.stat().st_mtime_ns > built

@@ -8,7 +8,8 @@ finds built and uses as it is:
 - the laws' kernel modules, against the guest kernel's headers (the distribution's linux-headers package, which
   `make deps` installs beside the image), into tcp_modules/kmod;
 - the loss program (topologies/loss/), the same object for any kernel;
-- the queue monitor (qdiscs/sojourn/), CO-RE, so the build of this machine's BTF serves the guest's kernel too.
+- the queue monitor (qdiscs/sojourn/), CO-RE, so the build of this machine's BTF serves the guest's kernel too;
+- the laws' BPF templates (tcp_modules/build), CO-RE as well, for a guest that runs a law as BPF.
 
 Each is built only when missing or stale, so a second guest costs nothing here; two guests starting at once (two
 studies, or the test suite's vm tests side by side) build one after the other, under a lock, never in one tree at
@@ -16,11 +17,13 @@ the same time.
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from ccrig.commands import Commands
 from ccrig.machine import cache_lock
 from ccrig.tcp_modules.kmod import MODULE
+from ccrig.tcp_modules.manager import build as build_laws
 from ccrig.tcp_modules.systems import HERE as TCP_MODULES, KMOD_DIR
 from ...loss import program as loss_program
 from .kernel import Kernel
@@ -62,4 +65,6 @@ def _build(kernel: Kernel, commands: Commands) -> list[str]:
     if not (obj.exists() and exe.exists()) and not sojourn.why_not():
         sojourn.build(commands)
         built.append("queue monitor")
+    if all(shutil.which(t) for t in ("clang", "llvm-strip", "bpftool")) and build_laws(commands, "bpf"):
+        built.append("the laws' BPF templates")
     return built
