@@ -246,7 +246,8 @@ def clean(prefix: str = typer.Option("ccrig-", help="remove only what carries th
           prometheus: bool = typer.Option(False, "--prometheus", help="also stop the local Prometheus server"),
           inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="also clean the experiment "
                                                    "hosts of this Ansible inventory over SSH")):
-    """Remove everything ccrig may have left: namespaces (and their processes, veths and qdiscs),
+    """Remove everything ccrig may have left: namespaces (and their processes, veths and qdiscs; processes
+    started into a namespace that has lost its name too),
     congestion-control variants, stale Prometheus targets, SSH connections of hosts runs, vm guests of killed
     runs and their command files; with -i, on the
     inventory's hosts too: processes and directories of hosts runs, their congestion-control variants, the

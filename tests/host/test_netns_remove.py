@@ -6,6 +6,8 @@ import os
 import subprocess
 import time
 
+from conftest import CCRIG, ROOT
+
 from ccrig.commands import Commands
 from ccrig.topologies.testbeds.netns import NETNS_DIR, remove_namespace, remove_namespaces
 
@@ -31,6 +33,41 @@ def test_a_process_entering_during_removal_goes_with_the_namespace():
         os.kill(pid, 9)
     assert not (NETNS_DIR / ns).exists()
     assert left == [], "a process is left in the removed namespace"
+
+
+def test_a_process_whose_namespace_lost_its_name_is_found_by_clean_and_by_a_removal():
+    # CI on 2026-12-07: after the fleet tests an iperf3 server of a powered-off member lived on in a namespace without
+    # a name, though `ccrig clean --prefix` had run: it had entered after every pass of the removal. Its state is made
+    # here directly: a process started into a namespace (as a run starts its servers), then the name deleted under it
+    prefix = f"ccrig-t{os.getpid()}-tag"
+    procs = []
+    try:
+        for node in ("h1", "h2"):
+            ns = f"{prefix}-{node}"
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+            inode = os.stat(NETNS_DIR / ns).st_ino
+            procs.append(p := Commands(None).popen(["sleep", "600"], ns=ns))
+            deadline = time.monotonic() + 20   # ready: `ip netns exec` has entered and exec'd sleep
+            while time.monotonic() < deadline and not (p.pid in _inside(inode) and _comm(p.pid) == "sleep"):
+                time.sleep(0.02)
+            assert p.pid in _inside(inode) and _comm(p.pid) == "sleep", "the process never started in its namespace"
+            subprocess.run(["ip", "netns", "delete", ns], check=True)
+            assert p.poll() is None, "deleting the name stopped the process"
+        # a removal by name (a pair's own teardown) finds h1's by its tag
+        remove_namespace(f"{prefix}-h1", Commands(None))
+        assert procs[0].wait(timeout=30) is not None
+        assert procs[1].poll() is None, "a removal of h1 stopped h2's process"
+        # `ccrig clean --prefix` finds h2's, though no namespace of the prefix has a name
+        out = subprocess.run([*CCRIG, "clean", "--prefix", prefix], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert procs[1].wait(timeout=30) is not None
+        assert f"namespace {prefix}-h2, which has no name left" in out.stdout, out.stdout
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()
 
 
 def test_a_namespace_made_beside_a_removal_keeps_its_processes():
@@ -75,6 +112,13 @@ def test_a_namespace_made_beside_a_removal_keeps_its_processes():
                 os.killpg(p.pid, 9)
             p.wait()
         subprocess.run(["ip", "netns", "delete", new], check=False)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/comm").read().strip()
+    except OSError:
+        return ""
 
 
 def _inside(inode: int) -> list[int]:

@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from ccrig import fanout
-from ccrig.commands import Commands, batch_text, in_netns
+from ccrig.commands import NETNS_TAG, Commands, batch_text, in_netns
 from ccrig.procs import stop_pids
 from ..delayline.netns import LineProcesses, link_lines, setup_steps, stats_dir
 from ..links import egress_argv
@@ -51,6 +51,12 @@ class NetnsTestbed(Testbed):
             remove_namespace(ns, commands)
             shutil.rmtree(stats_dir(ns), ignore_errors=True)   # a delay line's counters, if ns was one
             said.append(f"removed namespace {ns} and its processes")
+        # processes of namespaces already without a name (removed while they entered), found by their tag
+        for ns, pids in tagged(prefix).items():
+            if not keep(ns):
+                remove_namespace(ns, commands)
+                said.append(f"stopped {len(pids)} process(es) started into namespace {ns}, which has no name left: "
+                            + ", ".join(map(str, pids)))
         return said
 
     def where(self, node: str) -> str:
@@ -168,7 +174,9 @@ def _inodes(names: list[str]) -> dict[int, str]:
     return inodes
 
 
-def _pids_by_inode(inodes: dict[int, str], names) -> dict[str, list[int]]:
+def _pids_by_inode(inodes: dict[int, str], names, tagged: bool = False) -> dict[str, list[int]]:
+    """Each namespace's processes by the inode of their network namespace; with tagged, also those whose
+    environment names it (ccrig.commands.NETNS_TAG), wherever they are: one whose namespace lost its name."""
     out: dict[str, list[int]] = {n: [] for n in names}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -179,12 +187,36 @@ def _pids_by_inode(inodes: dict[int, str], names) -> dict[str, list[int]]:
             continue
         if ino in inodes:
             out[inodes[ino]].append(int(pid))
+        elif tagged and (tag := _tag(pid)) in out:
+            out[tag].append(int(pid))
+    return out
+
+
+def _tag(pid: str) -> str | None:
+    """The namespace a process was started into by ccrig (its environment's NETNS_TAG), or None."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    key = NETNS_TAG.encode() + b"="
+    for var in env.split(b"\0"):
+        if var.startswith(key):
+            return var[len(key):].decode(errors="replace")
+    return None
+
+
+def tagged(prefix: str) -> dict[str, list[int]]:
+    """The processes started into namespaces whose names start with prefix, by namespace, named or not."""
+    out: dict[str, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if (tag := _tag(pid)) is not None and tag.startswith(prefix):
+            out.setdefault(tag, []).append(int(pid))
     return out
 
 
 def remove_namespaces(names: list[str], commands: Commands) -> None:
-    """Kills every process in the namespaces, then deletes them (their veths and qdiscs go with them).
-    Best effort: never raises."""
+    """Kills every process in the namespaces, and every process started into them that lives elsewhere or in one
+    of them that lost its name, then deletes them (their veths and qdiscs go with them). Best effort: never raises."""
     # each namespace held open until the last pass: a namespace nobody holds is freed with its name, and the
     # kernel gives its inode number to the next one made (the lowest free); a pair setting up beside then took
     # it, and its `ip -batch`, inside the new namespace while it made it, was SIGTERMed as this one's orphan
@@ -195,21 +227,19 @@ def remove_namespaces(names: list[str], commands: Commands) -> None:
             held[n] = os.open(NETNS_DIR / n, os.O_RDONLY)
         except OSError:
             pass
-    if not held:
-        return
     try:
-        names = list(held)
         inodes = {os.fstat(fd).st_ino: n for n, fd in held.items()}
-        in_them = lambda: [p for lst in _pids_by_inode(inodes, names).values() for p in lst]
+        in_them = lambda: [p for lst in _pids_by_inode(inodes, names, tagged=True).values() for p in lst]
         stop_pids(in_them)
-        try:
-            commands.batch(["ip", "-force", "-batch", "-"], [["netns", "delete", n] for n in names])
-        except Exception:
-            for n in names:
-                commands.ok(["ip", "netns", "delete", n])
+        if held:
+            try:
+                commands.batch(["ip", "-force", "-batch", "-"], [["netns", "delete", n] for n in held])
+            except Exception:
+                for n in held:
+                    commands.ok(["ip", "netns", "delete", n])
         # a process that entered a namespace after the last pass (an orphan of a killed run finishing its `ip
         # netns exec`) would keep it alive unnamed, out of every later clean's sight: found by the inode, which
-        # outlives the name (and is still this namespace's: held above)
+        # outlives the name (and is still this namespace's: held above), and by its tag
         stop_pids(in_them)
     finally:
         for fd in held.values():
