@@ -134,6 +134,7 @@ class Judgement:
     final: bool = False             # no look follows (the last, or the budget was spent): all alpha is spent
     needs: dict[str, int] = field(default_factory=dict)   # point -> more repetitions for a decision
     parts: list = field(default_factory=list)             # the estimate's points: [key, coef, var, n]
+    rule: dict = field(default_factory=dict)              # the Rule it was decided by (claims.json: to pool runs)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -180,7 +181,8 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
     final = final or look == design.max_looks
     parts = [[p.key, p.coef, p.var, p.n] for p in est.parts]
     out = Judgement("undecided", "", est.mean, look=look, max_looks=design.max_looks,
-                    alpha_spent=design.alpha if final else design.spent(look), final=final, parts=parts)
+                    alpha_spent=design.alpha if final else design.spent(look), final=final, parts=parts,
+                    rule=asdict(rule))
     short = [p for p in est.parts if p.n < 2]
     if short:
         out.needs = {p.key: 2 - p.n for p in short}

@@ -227,6 +227,7 @@ class Verdict:
                    max_looks=None if j is None else j.max_looks,
                    alpha_spent=None if j is None else j.alpha_spent, final=None if j is None else j.final,
                    needs={} if j is None else j.needs, parts=[] if j is None else j.parts,
+                   rule={} if j is None else j.rule,
                    # the usable repetitions each point it reads had at this look
                    repetitions={} if j is None else {key: n for key, _, _, n in j.parts})
         return out
@@ -307,7 +308,7 @@ def _trend(series: list[tuple[Any, Estimate]], sign: int, margin: float, look: i
     """Rises (sign 1) or falls (-1): the ends' difference judged, and the fitted slope of the means must agree
     with a holds or a fails (a claim only loses decisions by it, so the error rate stays what it was)."""
     first, last = series[0][1], series[-1][1]
-    j = judge(_signed(diff(last, first), sign), Rule(margin=margin), look, design, final)
+    j = judge(_signed(diff(last, first), sign), Rule(want=sign, margin=margin), look, design, final)
     s = _slope(series) * sign
     if (j.verdict == "holds" and s <= 0) or (j.verdict == "fails" and s >= 0):
         j.verdict = "undecided"

@@ -160,7 +160,8 @@ def compare_(runs: list[Path] = typer.Argument(..., help="two or more runs of on
     interval over repetitions, which differ without contradiction (holds or fails beside no difference, the
     intervals sharing a difference within the margin). Three or more: every pair's agreement, each claim's
     verdict in every run, and the quantities whose run means differ beyond their repetitions' spread (a one-way
-    ANOVA)."""
+    ANOVA). Each claim's difference over the runs pooled (inverse variance, 95 % t interval): what all their
+    repetitions read together, beside the runs' verdicts."""
     from ccrig.experiments.report import study_compare  # lazy: as above, only this command needs it
     if len(runs) < 2:
         raise InputError(f"RUNS: got {len(runs)} run; expected two or more study directories (or claims.json)")
