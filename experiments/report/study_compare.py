@@ -35,7 +35,8 @@ error as known: estimated from 3 repetitions, one small by chance makes Q large,
 
 What the runs say together (`pooled`, in compare_many): a claim whose difference every run judged by t over its
 repetitions alone (claims.json `parts`: each point's coefficient c, sample variance and count n; the interval they
-give back is the one stated, so no flat or binary point, no cut to a range) is combined over the runs by inverse
+give back is the one stated, so no flat or binary point, no cut to a range; a point adjusted for the loss drawn
+counts its n - 2 df and its intercept's variance) is combined over the runs by inverse
 variance (a fixed-effect meta-analysis), with each point's variance s_p^2 pooled over the runs first (the runs
 measured one thing, with one spread): v_r = sum_p c^2 s_p^2 / n, w_r = 1 / v_r, e = sum w_r e_r / sum w_r (e_r the
 run's interval's midpoint), var e = 1 / sum w_r, Welch-Satterthwaite's df over the pooled variances; a 95 % t
@@ -176,9 +177,10 @@ def pooled(runs: list[dict]) -> dict | None:
     dof: dict[str, float] = {}
     ss: dict[str, float] = {}
     for c in runs:
+        lost = _lost_df(c)
         for key, _, var, n in c["parts"]:
-            dof[key] = dof.get(key, 0) + n - 1
-            ss[key] = ss.get(key, 0.0) + (n - 1) * var
+            dof[key] = dof.get(key, 0) + n - lost.get(key, 1)
+            ss[key] = ss.get(key, 0.0) + (n - lost.get(key, 1)) * var
     s2 = {k: ss[k] / dof[k] for k in dof}
     v = [sum(coef ** 2 * s2[key] / n for key, coef, _, n in c["parts"]) for c in runs]
     w = [1 / vr for vr in v]
@@ -207,14 +209,22 @@ def _t_alone(claim: dict) -> tuple[float, float, float] | None:
     parts, interval, level = claim.get("parts"), claim.get("interval"), claim.get("level")
     if not parts or not interval or None in interval or not level:
         return None
-    est = Estimate(0.0, tuple(Part(k, coef, var, n) for k, coef, var, n in parts))
-    if not all(var > 0 and n >= 2 for _, _, var, n in parts) or not est.se > 0:
+    lost = _lost_df(claim)
+    est = Estimate(0.0, tuple(Part(k, coef, var, n, lost_df=lost.get(k, 1)) for k, coef, var, n in parts))
+    if not all(var > 0 and n > lost.get(k, 1) for k, _, var, n in parts) or not est.se > 0:
         return None
     low, high = interval
     half = _t(level, est.df) * est.se
     if not math.isclose(half, (high - low) / 2, rel_tol=1e-6):
         return None
     return (low + high) / 2, est.se, est.df
+
+
+def _lost_df(claim: dict) -> dict[str, int]:
+    """The points a run adjusted for the loss drawn (n - 2 df), as its basis names them; the interval they give back
+    (_t_alone) is the check that the names were read right."""
+    m = re.search(r"adjusted for the loss drawn at (.+?) \(control variate", claim.get("basis") or "")
+    return {k: 2 for k in m.group(1).split(", ")} if m else {}
 
 
 def _rule_of(claim: dict) -> dict | None:

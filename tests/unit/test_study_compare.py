@@ -269,3 +269,20 @@ def test_a_pooled_trend_whose_fitted_slope_disagrees_is_undecided_and_old_claims
     within = dict(runs[0], measured="0.985 (se 0.01, n 6) (value 1 ± 0.1)")
     del within["rule"]
     assert study_compare._rule_of(within) == {"kind": "within", "tol": 0.1}
+
+
+def test_a_point_adjusted_for_the_loss_drawn_is_pooled_with_its_n_minus_2_df():
+    from ccrig.analysis.samples import Estimate, Part
+    from ccrig.analysis.sequential import Design, Rule, judge
+    runs = []
+    for n, mean in ((8, 0.01), (12, 0.012)):
+        est = Estimate(mean, (Part("p#0", 1.0, 0.0004 * n, n, mean, lost_df=2),))   # the intercept's se, 0.02
+        j = judge(est, Rule(margin=0.005), design=Design(max_looks=1))
+        assert "adjusted for the loss drawn at p#0" in j.basis
+        runs.append({"id": "c", "verdict": j.verdict, "interval": [j.low, j.high], "level": j.level,
+                     "parts": j.parts, "rule": j.rule, "margin": 0.005, "basis": j.basis})
+    p = study_compare.pooled(runs)
+    assert p is not None and p["df"] == pytest.approx(8 - 2 + 12 - 2)
+    # without its basis naming the adjustment, the interval its parts give (n - 1 df) is not the one it states
+    runs[0]["basis"] = "t over repetitions"
+    assert study_compare.pooled(runs) is None
