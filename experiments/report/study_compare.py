@@ -33,7 +33,7 @@ error as known: estimated from 3 repetitions, one small by chance makes Q large,
 0.167 of equal quantities at 0.01. A ratio's standard error is the delta method's and its n the smaller sample's
 (claims.json), so for ratios the pooled variance is that of an equivalent mean: approximate.
 
-What the runs say together (`pooled`, in compare_many): a claim whose difference every run judged by t over its
+What the runs say together (`pooled`, in compare and compare_many): a claim whose difference every run judged by t over its
 repetitions alone (claims.json `parts`: each point's coefficient c, sample variance and count n; the interval they
 give back is the one stated, so no flat or binary point, no cut to a range; a point adjusted for the loss drawn
 counts its n - 2 df and its intercept's variance) is combined over the runs by inverse
@@ -163,8 +163,8 @@ POOLED_NOTE = ("Pooled: each claim's difference over the runs that judged it by 
 def pooled(runs: list[dict]) -> dict | None:
     """One claim's difference over two or more runs (the module's docstring): {"verdict", "mean", "interval",
     "level", "df", "runs"}, or None where a run's interval is not t over its repetitions alone (its parts do not
-    give it back: a flat or binary point, a range's cut, an adjustment for the loss drawn), the runs read different
-    points, or the claim's rule cannot be known."""
+    give it back: a flat or binary point, a range's cut), the runs read different points, or the claim's rule
+    cannot be known."""
     from ccrig.analysis.sequential import Rule, _t, decide   # lazy: as heterogeneity's scipy
     each = [_t_alone(c) for c in runs]
     rule = _rule_of(runs[0]) if runs else None
