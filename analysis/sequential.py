@@ -179,10 +179,9 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
     final: no look follows (the budget is spent), so this one spends what is left of alpha."""
     look = min(max(look, 1), design.max_looks)
     final = final or look == design.max_looks
-    parts = [[p.key, p.coef, p.var, p.n] for p in est.parts]
     out = Judgement("undecided", "", est.mean, look=look, max_looks=design.max_looks,
-                    alpha_spent=design.alpha if final else design.spent(look), final=final, parts=parts,
-                    rule=asdict(rule))
+                    alpha_spent=design.alpha if final else design.spent(look), final=final,
+                    parts=[[p.key, p.coef, p.var, p.n] for p in est.parts], rule=asdict(rule))
     short = [p for p in est.parts if p.n < 2]
     if short:
         out.needs = {p.key: 2 - p.n for p in short}

@@ -55,7 +55,9 @@ import math
 import re
 from pathlib import Path
 
-from ccrig.analysis.samples import outside_the_run
+from ccrig.analysis.samples import Estimate, Part, outside_the_run
+from ccrig.analysis.sequential import Rule, _t, decide
+from ccrig.analysis.verdicts import _slope
 from ccrig.errors import InputError
 
 DECIDED = ("holds", "fails", "no-difference")
@@ -165,7 +167,6 @@ def pooled(runs: list[dict]) -> dict | None:
     "level", "df", "runs"}, or None where a run's interval is not t over its repetitions alone (its parts do not
     give it back: a flat or binary point, a range's cut), the runs read different points, or the claim's rule
     cannot be known."""
-    from ccrig.analysis.sequential import Rule, _t, decide   # lazy: as heterogeneity's scipy
     each = [_t_alone(c) for c in runs]
     rule = _rule_of(runs[0]) if runs else None
     if len(runs) < 2 or None in each or rule is None or len({tuple(sorted(p[0] for p in c["parts"]))
@@ -204,8 +205,6 @@ def pooled(runs: list[dict]) -> dict | None:
 def _t_alone(claim: dict) -> tuple[float, float, float] | None:
     """A run's (difference, standard error, df) when its interval is t over repetitions and nothing else: the
     interval its parts give (Student's t at its level, Welch-Satterthwaite's df) is the one it states."""
-    from ccrig.analysis.samples import Estimate, Part
-    from ccrig.analysis.sequential import _t
     parts, interval, level = claim.get("parts"), claim.get("interval"), claim.get("level")
     if not parts or not interval or None in interval or not level:
         return None
@@ -254,8 +253,6 @@ def _series_of(claim: dict) -> list | None:
 def _pooled_slope(runs: list[dict], rule: dict) -> float | None:
     """A trend claim's fitted slope over the runs' series pooled point by point (inverse variance, or the plain
     mean where a point has no spread), times its direction; None for a claim that is no trend."""
-    from ccrig.analysis.samples import Estimate
-    from ccrig.analysis.verdicts import _slope
     series = [_series_of(c) for c in runs]
     if None in series or "want" not in rule or len({tuple(x for x, _ in s) for s in series}) != 1:
         return None
