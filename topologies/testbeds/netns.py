@@ -43,20 +43,18 @@ class NetnsTestbed(Testbed):
 
     @classmethod
     def clean(cls, commands: Commands, prefix: str, keep) -> list[str]:
-        said = []
-        for ns in namespaces(prefix):
-            if keep(ns):
-                said.append(f"kept namespace {ns}: its run is still going")
-                continue
-            remove_namespace(ns, commands)
+        said, named = [], namespaces(prefix)
+        # processes started into a namespace of the prefix that has no name left (they entered while it was being
+        # removed), found by their tag; removed with the named ones, in one removal
+        unnamed = {ns: pids for ns, pids in tagged(prefix).items() if ns not in named and not keep(ns)}
+        said += [f"kept namespace {ns}: its run is still going" for ns in named if keep(ns)]
+        gone = [ns for ns in named if not keep(ns)]
+        remove_namespaces(gone + list(unnamed), commands)
+        for ns in gone:
             shutil.rmtree(stats_dir(ns), ignore_errors=True)   # a delay line's counters, if ns was one
             said.append(f"removed namespace {ns} and its processes")
-        # processes of namespaces already without a name (removed while they entered), found by their tag
-        for ns, pids in tagged(prefix).items():
-            if not keep(ns):
-                remove_namespace(ns, commands)
-                said.append(f"stopped {len(pids)} process(es) started into namespace {ns}, which has no name left: "
-                            + ", ".join(map(str, pids)))
+        said += [f"stopped {len(pids)} process(es) started into namespace {ns}, which has no name left: "
+                 + ", ".join(map(str, pids)) for ns, pids in unnamed.items()]
         return said
 
     def where(self, node: str) -> str:
