@@ -249,10 +249,16 @@ def format_errors(source: str, err: ValidationError) -> InputError:
 
 
 def parse_value(text: str):
-    """A --set value: YAML scalar or list, so `--set repetitions=3` is an int and `x=[1,2]` a list."""
+    """A --set value: YAML scalar or list, so `--set repetitions=3` is an int and `x=[1,2]` a list. A value that
+    opens a YAML mapping or list but does not parse is refused with YAML's reason: taken as a string it failed
+    later as "not a valid dictionary", which hid that a key such as flows[4].cc must be quoted there."""
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError:
+    except yaml.YAMLError as e:
+        if text.lstrip()[:1] in ("{", "["):
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise InputError(f"--set: got {text!r}: not valid YAML ({problem}); quote a key with brackets or "
+                             f"dots, e.g. sweep={{\"flows[4].cc\": [poly_mimd]}}") from None
         return text
 
 

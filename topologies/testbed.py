@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,15 @@ from ccrig import fanout
 from ccrig.commands import Commands, Node
 from ccrig.needs import Need
 from .topology import Topology
+
+
+def echo_rtt(text) -> float | None:
+    """The round trip (s) of ping's summary line (iputils `rtt min/avg/...`, busybox `round-trip min/avg/...`):
+    its least; None when no reply came."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    m = re.search(r"min/avg/max\S* = ([0-9.]+)/", text or "")
+    return round(float(m.group(1)) / 1e3, 6) if m else None
 
 
 class Testbed(ABC):
@@ -179,17 +189,31 @@ class Testbed(ABC):
               stdin=subprocess.DEVNULL) -> subprocess.Popen:
         """Starts argv on node in the background (killing the Popen's process group stops it)."""
 
-    def resolve_neighbours(self, pairs: list[tuple[str, str]], wait_s: float) -> None:
+    def resolve_neighbours(self, pairs: list[tuple[str, str]], wait_s: float) -> dict[tuple[str, str], float | None]:
         """One echo request from each sender to its receiver, all at once, before any flow connects: every hop's
         neighbour (ARP) entry on the way there and back is made now, not by a flow's SYN, which would wait for it
         (across a delayed link for a whole round trip of that link: handshake RTTs of 133-200 ms were seen at
         100 ms configured), and TCP's min RTT, which the delay check reads, keeps that first sample. The reply
-        itself is not needed (random loss may drop it): the requests' ARP exchanges leave the entries both ways."""
+        itself is not needed (random loss may drop it): the requests' ARP exchanges leave the entries both ways.
+        Then a second round, the neighbours known and the queues empty: each path's round trip as the delay line
+        made it, before any flow (None where no reply came). The delay check reads it beside TCP's min RTT,
+        which can only be the queue's too where every flow on a path connected behind the others' data (a TCG
+        guest starts six senders over 0.2-1.3 s, and a window doubling each RTT fills the queue within it)."""
+        self._echo(pairs, wait_s, capture=False)
+        return self._echo(pairs, wait_s, capture=True)
+
+    def _echo(self, pairs: list[tuple[str, str]], wait_s: float, capture: bool
+              ) -> dict[tuple[str, str], float | None]:
+        """One echo request per pair, all at once; each reply's round trip (ping's own, in ms) when captured."""
+        pairs = sorted(set(pairs))
+        out = subprocess.PIPE if capture else subprocess.DEVNULL
         procs = [self.popen(src, ["ping", "-n", "-q", "-c", "1", "-W", str(max(1, math.ceil(wait_s))),
-                                  self.address(dst)]) for src, dst in sorted(set(pairs))]
+                                  self.address(dst)], stdout=out) for src, dst in pairs]
+        rtts: dict[tuple[str, str], float | None] = {}
         try:
-            for p in procs:
-                p.wait(timeout=wait_s + 30)
+            for pair, p in zip(pairs, procs):
+                text = p.communicate(timeout=wait_s + 30)[0] if capture else p.wait(timeout=wait_s + 30)
+                rtts[pair] = echo_rtt(text) if capture else None
         except subprocess.TimeoutExpired:
             pass
         finally:   # on a timeout or a Ctrl-C too: no ping outlives this
@@ -197,6 +221,7 @@ class Testbed(ABC):
                 if p.poll() is None:
                     p.kill()
                     p.wait()
+        return rtts
 
     def end(self, node: str, proc: subprocess.Popen) -> None:
         """Asks a command popen() started to finish (SIGTERM), so it can still report before it exits."""

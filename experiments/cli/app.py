@@ -22,7 +22,7 @@ from ccrig.experiments.cli import study as study_cli
 from ccrig.experiments.telemetry.backfill import backfill
 from ccrig.experiments.run.cleanup import clean_all
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer
-from ccrig.experiments.run.signals import EXIT_CODES, Interrupted, ignore as ignore_signals, raise_on_interrupt
+from ccrig.experiments.run.signals import EXIT_CODES, Interrupted, ignore as ignore_signals, raise_on_interrupt, trapped
 from ccrig.experiments.cli.tables import console, show_summary
 
 # The commands import the runner, the spec and the report when they are called, not here: `ccrig --help` and a
@@ -178,7 +178,15 @@ def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: 
         from ccrig.qdiscs import sojourn  # lazy: only runs that watch their queues
         sojourn.build(Commands(None))
     native_sampler(Commands(None))   # and the C sampler (the guest finds both in this machine's cache)
-    r = bed.run_spec(spec, set_, exp, out, name=run_prefix())
+    # SIGTERM as Ctrl-C: the guest is stopped on the way out (run_in_guest), not left running its run without
+    # us (SIGTERM's default ended this process at once: 2026-12-07, a TCG guest ran on for minutes)
+    try:
+        with trapped():
+            r = bed.run_spec(spec, set_, exp, out, name=run_prefix())
+    except Interrupted as e:
+        ignore_signals()
+        sys.stderr.write(f"ccrig: interrupted ({e}); the guest was stopped; what it finished is in {out}\n")
+        raise typer.Exit(EXIT_CODES.get(str(e), 130)) from None
     summary = json.loads((r.run_dir / "summary.json").read_text())
     if summary["points"] or json_out is not None:
         show_summary(summary, json_out)

@@ -346,7 +346,8 @@ class Measurement:
         entry["fidelity"] = self.monitor.verdict(self.samplers, TRACE_PERIOD)
         mins = {i: [r["min_rtt_s"] for r in stats.measured(rows, exp.warmup) if r.get("min_rtt_s") is not None]
                 for i, rows in self.rows_by_flow.items()}
-        fidelity.judge_delay(entry["fidelity"], entry, self.topo, flows, lines, mins)   # the delay it had, measured
+        fidelity.judge_delay(entry["fidelity"], entry, self.topo, flows, lines, mins,   # the delay it had, measured
+                             self.state.probed)
         entry.update(summary.by_kind(flows, results))   # e.g. files flows: each transfer's completion time
         self.lent.publish(source_samples(self.labels, entry, flows, time.time()))   # the sources' own numbers
         entry.update(inside)

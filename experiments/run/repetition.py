@@ -133,6 +133,7 @@ class State:
     testbed: Testbed
     links: LinkConditions
     pause: pause_run.PauseRun | None
+    probed: dict = field(default_factory=dict)   # each delayed path's echo round trip, before any flow
 
 
 def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, State]:
@@ -155,8 +156,9 @@ def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, S
     # the path's neighbours resolved before any SYN: its RTT sample is the path's, not the path's plus ARP's
     # (only where delay is added: elsewhere ARP costs the SYN microseconds, and the delay check reads no RTT)
     delayed = {pair: rtt for pair in set(pairs) if (rtt := topo.rtt(*pair)) > 0}
-    if delayed:
-        testbed.resolve_neighbours(list(delayed), 2 * max(delayed.values()) + 1)
+    probed = testbed.resolve_neighbours(list(delayed), 2 * max(delayed.values()) + 1) if delayed else {}
+    if probed:
+        setup["echo_rtt_s"] = {f"{a}->{b}": v for (a, b), v in sorted(probed.items())}
     pause = pause_run.PauseRun.of(exp, topo, testbed, commands, unit.out)
     if pause is not None:
         parts.add("PAUSE", pause.stop)
@@ -164,4 +166,4 @@ def _set_up(unit: Unit, topo, commands: Commands, parts: Parts) -> tuple[dict, S
         setup["pause"] = pause.describe()
     if unit.describe:
         setup["topology"] = testbed.describe()
-    return setup, State(testbed, links, pause)
+    return setup, State(testbed, links, pause, probed)

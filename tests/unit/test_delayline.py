@@ -6,7 +6,7 @@ import pytest
 from ccrig.errors import InputError
 from ccrig.experiments.run import fidelity
 from ccrig.experiments.spec import validate
-from ccrig.topologies import delayline
+from ccrig.topologies import delayline, testbed
 from ccrig.topologies.testbeds import available
 
 
@@ -58,7 +58,8 @@ def test_lateness_quantiles_from_the_histogram():
     assert s["hold_mean_s"] == pytest.approx(1e-3) and s["lost"] == 1 and s["late_p50_s"] == pytest.approx(3.5e-6)
 
 
-def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0), one_path=False, resent=(), mins=None) -> dict:
+def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0), one_path=False, resent=(), mins=None,
+          echo=None) -> dict:
     exp = spec({"rtt": "100ms"})
     topo = exp.topology.build(2)
     flows = [SimpleNamespace(index=i, sender="s1" if one_path else f"s{i + 1}",
@@ -67,7 +68,7 @@ def judge(min_rtts: list[float], lines: dict, starts=(0.0, 0.0), one_path=False,
     entry = {"flows": [{"flow": i, "min_rtt_s": {"mean": m}, "handshake_retransmitted": i in resent}
                        for i, m in enumerate(min_rtts)]}
     fid = {"verdict": "ok", "reasons": []}
-    fidelity.judge_delay(fid, entry, topo, flows, lines, mins or {i: [m] for i, m in enumerate(min_rtts)})
+    fidelity.judge_delay(fid, entry, topo, flows, lines, mins or {i: [m] for i, m in enumerate(min_rtts)}, echo)
     return fid
 
 
@@ -85,6 +86,32 @@ def test_fidelity_holds_each_flows_min_rtt_to_the_configured_rtt():
     assert judge([0.1031, 0.103], {}, one_path=True)["verdict"] == "testbed-limited"
     assert judge([0.0995, 0.1001], {}, one_path=True)["verdict"] == "testbed-limited"   # each flow: the floor
     assert judge([0.1001, 0.1001], {})["delay"]["flows"][0]["configured_rtt_s"] == pytest.approx(0.1)
+
+
+def test_the_echo_before_the_flows_measures_a_path_every_flow_of_which_met_a_queue():
+    # study 002 in a TCG guest: six senders connected over 1.3 s while a window doubling each RTT filled the
+    # queue, so every handshake met it; the echo round before any flow saw each path empty
+    behind = judge([0.1001, 0.1470], {}, echo={("s1", "d1"): 0.10042, ("s2", "d2"): 0.10051})
+    assert behind["verdict"] == "ok", behind
+    assert behind["delay"]["paths"]["s2->d2"] == {"configured_rtt_s": 0.1, "high_s": pytest.approx(0.1014112),
+                                                   "least_min_rtt_s": 0.147, "flow": 1, "echo_rtt_s": 0.10051,
+                                                   "ok": True}
+    # a line that adds too much delays the echo too; one that adds too little fails on the echo alone
+    slow = judge([0.1001, 0.1470], {}, echo={("s1", "d1"): 0.10042, ("s2", "d2"): 0.1032})
+    assert slow["verdict"] == "testbed-limited"
+    assert "path s2->d2: its flows' least min RTT 147.000 ms (flow 1) and its echo before the flows 103.200 ms" \
+        in slow["reasons"][0]
+    short = judge([0.1001, 0.1003], {}, echo={("s2", "d2"): 0.0990})
+    assert short["verdict"] == "testbed-limited" and "path s2->d2: its echo before the flows came back in 99.000" \
+        in short["reasons"][0]
+    # no reply (random loss took it): the flows alone, as before; a path no flow measured: the echo alone
+    assert judge([0.1001, 0.1470], {}, echo={("s2", "d2"): None})["verdict"] == "testbed-limited"
+    late = judge([0.1001, 0.1470], {}, starts=(0.0, 2.0), echo={("s2", "d2"): 0.1040})
+    assert "path s2->d2: its echo before the flows 104.000 ms against" in late["reasons"][0]
+    assert testbed.echo_rtt("1 packets transmitted, 1 received, 0% packet loss, time 0ms\n"
+                            "rtt min/avg/max/mdev = 100.412/100.412/100.412/0.000 ms\n") == pytest.approx(0.100412)
+    assert testbed.echo_rtt(b"round-trip min/avg/max = 20.5/20.5/20.5 ms") == pytest.approx(0.0205)
+    assert testbed.echo_rtt("1 packets transmitted, 0 received, 100% packet loss, time 0ms") is None
 
 
 def test_a_min_rtt_from_a_timestamp_echo_is_no_measure_of_the_path():

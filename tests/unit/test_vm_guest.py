@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import shlex
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 from ccrig import machine
 from ccrig.errors import InputError
 from ccrig.topologies.testbeds import vm
+from ccrig.topologies.testbeds.vm import guest
 
 
 def test_releases_order_as_versions():
@@ -129,3 +131,14 @@ def test_clean_removes_the_command_files_of_guests_not_kept(tmp_path, monkeypatc
         f.write_text("true\n")
     vm.stop_stray_guests("ccrig-99999", keep=lambda name: name == "ccrig-999992")
     assert not gone.exists() and live.exists() and other.exists()
+
+
+def test_clean_removes_the_virtme_folders_of_guests_it_stopped(tmp_path, monkeypatch):
+    # run_in_guest removes its own; a run killed outright left /tmp/ccrig-PID-vng-XXXX behind (2026-12-07)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(guest, "cache_dir", lambda: tmp_path / "cache")
+    gone, kept = tmp_path / "cvmu-1-vng-abc", tmp_path / "cvmu-2-vng-def"
+    gone.mkdir(), kept.mkdir()
+    (gone / "virtme_ret").write_text("0")
+    guest.stop_stray_guests("cvmu-", keep=lambda name: name == "cvmu-2")
+    assert not gone.exists() and kept.is_dir()

@@ -8,7 +8,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,10 @@ from ccrig import machine
 from ccrig.experiments.telemetry.backfill import LOG_NAME
 from ccrig.experiments.telemetry.prometheus_server import PrometheusServer, query
 from ccrig.topologies.testbeds import vm
+from support.interrupt import default_sigint
 
+ROOT = Path(__file__).resolve().parents[2]
+CCRIG = [sys.executable, "-c", "from ccrig.experiments.cli.entry import main; main()"]
 RTT = 0.020
 # RED's thresholds are small so the queue adds at most max / rate = 9000 B / 10 Mbit/s = 7.2 ms to the RTT
 SPEC = {
@@ -116,3 +123,33 @@ def test_a_guest_stopped_at_its_bound_says_why_and_leaves_its_output(tmp_path):
     assert vm.stray_guests(name) == []
     # nor virtme-run's files (its exit status file outlived a stopped guest in /tmp before)
     assert list(Path(tempfile.gettempdir()).glob(f"{name}*")) == []
+
+
+@pytest.mark.vm
+@pytest.mark.timeout(600)
+def test_sigterm_stops_the_guest_and_keeps_what_it_wrote(tmp_path):
+    """`ccrig run` on the vm testbed ended by SIGTERM mid-run (a job scheduler's way) stops its guest as Ctrl-C
+    does: SIGTERM's default ended the host process at once and left the guest running its run for minutes."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({**SPEC, "duration": "120s", "topology": {**SPEC["topology"], "loss": 0}}))
+    out = tmp_path / "runs"
+    p = subprocess.Popen([*CCRIG, "run", str(spec), "--out", str(out), "--no-progress", "--prometheus", "off"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=default_sigint)
+    try:
+        # ready: the guest's own run has begun measuring (its first interval is in the shared folder)
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and not list(out.glob("*/points/*/rep0/intervals.csv")):
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.5)
+        assert vm.stray_guests(f"ccrig-{p.pid}"), "the guest should be running mid-run"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 143, err
+    assert "interrupted (SIGTERM); the guest was stopped" in err, err
+    assert vm.stray_guests(f"ccrig-{p.pid}") == []
+    assert list(out.glob("*/spec.yaml")), "the guest's run directory stays"

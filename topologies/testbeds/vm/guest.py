@@ -317,6 +317,10 @@ def stop_stray_guests(prefix: str = "ccrig-", keep: Callable[[str], bool] = lamb
     for path in (cache_dir() / "vm-commands").glob(f"{prefix}*.sh"):
         if not keep(path.name.rsplit("-", 1)[0]):
             path.unlink(missing_ok=True)
+    # and their virtme-run folders (run_in_guest's tmp, named NAME-vng-XXXX)
+    for path in Path(tempfile.gettempdir()).glob(f"{prefix}*-vng-*"):
+        if path.is_dir() and not keep(path.name.rsplit("-vng-", 1)[0]):
+            shutil.rmtree(path, ignore_errors=True)
     return said
 
 
