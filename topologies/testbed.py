@@ -27,6 +27,9 @@ from ccrig.needs import Need
 from .topology import Topology
 
 
+ECHOES, ECHO_GAP_S = 3, 0.2   # a path's measured echo: the least of three requests, 0.2 s apart
+
+
 def echo_rtt(text) -> float | None:
     """The round trip (s) of ping's summary line (iputils `rtt min/avg/...`, busybox `round-trip min/avg/...`):
     its least; None when no reply came."""
@@ -204,10 +207,14 @@ class Testbed(ABC):
 
     def _echo(self, pairs: list[tuple[str, str]], wait_s: float, capture: bool
               ) -> dict[tuple[str, str], float | None]:
-        """One echo request per pair, all at once; each reply's round trip (ping's own, in ms) when captured."""
+        """One echo request per pair, all at once; captured: ECHOES each, and the least round trip of each pair's
+        replies (ping's own figure)."""
         pairs = sorted(set(pairs))
         out = subprocess.PIPE if capture else subprocess.DEVNULL
-        procs = [self.popen(src, ["ping", "-n", "-q", "-c", "1", "-W", str(max(1, math.ceil(wait_s))),
+        # measured: the least of ECHOES requests ECHO_GAP_S apart, as TCP's min RTT is a least: one reply can be
+        # late by its sender's or receiver's wake-up (a TCG guest's single echoes read 1-54 ms above a 100 ms path)
+        count = ["-c", str(ECHOES), "-i", str(ECHO_GAP_S)] if capture else ["-c", "1"]
+        procs = [self.popen(src, ["ping", "-n", "-q", *count, "-W", str(max(1, math.ceil(wait_s))),
                                   self.address(dst)], stdout=out) for src, dst in pairs]
         rtts: dict[tuple[str, str], float | None] = {}
         try:

@@ -111,6 +111,9 @@ def test_the_echo_before_the_flows_measures_a_path_every_flow_of_which_met_a_que
     assert testbed.echo_rtt("1 packets transmitted, 1 received, 0% packet loss, time 0ms\n"
                             "rtt min/avg/max/mdev = 100.412/100.412/100.412/0.000 ms\n") == pytest.approx(0.100412)
     assert testbed.echo_rtt(b"round-trip min/avg/max = 20.5/20.5/20.5 ms") == pytest.approx(0.0205)
+    # three echoes: their least (one reply late by a wake-up says nothing of the path)
+    assert testbed.echo_rtt("3 packets transmitted, 3 received, 0% packet loss, time 401ms\n"
+                            "rtt min/avg/max/mdev = 100.951/118.020/153.986/25.000 ms\n") == pytest.approx(0.100951)
     assert testbed.echo_rtt("1 packets transmitted, 0 received, 100% packet loss, time 0ms") is None
 
 
