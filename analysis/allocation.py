@@ -59,7 +59,7 @@ def _had(judgements: list[Judgement]) -> dict[str, int]:
     """The repetitions each point (unit) of these claims has had so far."""
     have: dict[str, int] = {}
     for j in judgements:
-        for key, _, _, n in j.parts:
+        for key, _, _, n, *_ in j.parts:
             have[unit(key)] = max(have.get(unit(key), 0), n)
     return have
 
@@ -124,8 +124,8 @@ def _most_informative(judgements: list[Judgement], given: dict[str, int], budget
     want: dict[str, int] = {}
     worth: dict[str, float] = {}
     for j in judgements:
-        total = sum(c * c * v / n for _, c, v, n in j.parts if n > 0) or 1.0
-        for key, coef, var, n in j.parts:
+        total = sum(c * c * v / n for _, c, v, n, *_ in j.parts if n > 0) or 1.0
+        for key, coef, var, n, *_ in j.parts:
             u = unit(key)
             more = j.needs.get(key, 0) - given.get(u, 0)
             if more <= 0:

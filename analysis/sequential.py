@@ -68,7 +68,7 @@ from .samples import Estimate, fmt
 STOPS = ("holds", "fails", "no-difference")   # the decisions a claim stops at (not-applicable: no data, not one)
 POWER = 0.8          # the chance of a decision that `needs` aims at
 MORE_CAP = 1000      # a need beyond this many repetitions per point is "more than the study can give"
-_stdtrit = None      # scipy's t quantile, imported by _t when first asked
+_stdtrit = None      # scipy's t quantile, imported by t_quantile when first asked
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class Judgement:
     alpha_spent: float = 0.0        # by the end of this look, of the design's alpha
     final: bool = False             # no look follows (the last, or the budget was spent): all alpha is spent
     needs: dict[str, int] = field(default_factory=dict)   # point -> more repetitions for a decision
-    parts: list = field(default_factory=list)             # the estimate's points: [key, coef, var, n]
+    parts: list = field(default_factory=list)             # the points: [key, coef, var, n, lost_df]
     rule: dict = field(default_factory=dict)              # the Rule it was decided by (claims.json: to pool runs)
 
     def to_dict(self) -> dict:
@@ -145,8 +145,10 @@ def plan(points, design: Design = Design()) -> dict:
     return {p: design.k0 for p in points}
 
 
-def _t(level: float, df: float) -> float:
-    """Student's t quantile of a two-sided level (scipy's ufunc: the allocation loop asks it often)."""
+def t_quantile(level: float, df: float) -> float:
+    """Student's t quantile of a two-sided level (scipy's ufunc: the allocation loop asks it often; scipy.special
+    rather than scipy.stats, the same quantile: scipy.stats takes 1.6 s to import here, about a minute in a TCG
+    guest, where every run computes its intervals)."""
     global _stdtrit
     if _stdtrit is None:
         from scipy.special import stdtrit as _stdtrit   # lazy: see Design.spent
@@ -154,7 +156,7 @@ def _t(level: float, df: float) -> float:
 
 
 @lru_cache(maxsize=64)
-def _z(p: float) -> float:
+def norm_quantile(p: float) -> float:
     from scipy.special import ndtri   # lazy: see Design.spent
     return float(ndtri(p))
 
@@ -181,7 +183,7 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
     final = final or look == design.max_looks
     out = Judgement("undecided", "", est.mean, look=look, max_looks=design.max_looks,
                     alpha_spent=design.alpha if final else design.spent(look), final=final,
-                    parts=[[p.key, p.coef, p.var, p.n] for p in est.parts], rule=asdict(rule))
+                    parts=[[p.key, p.coef, p.var, p.n, p.lost_df] for p in est.parts], rule=asdict(rule))
     short = [p for p in est.parts if p.n < 2]
     if short:
         out.needs = {p.key: 2 - p.n for p in short}
@@ -198,7 +200,7 @@ def judge(est: Estimate, rule: Rule, look: int = 1, design: Design = Design(), f
     spread = bool(rest.parts)
     shares = max(1, len(flat) + len(binary) + spread)   # the t interval's share and one an exact point
     share = (1 - level) / shares
-    half = _t(1 - share, rest.df) * rest.se if rest.se > 0 else 0.0
+    half = t_quantile(1 - share, rest.df) * rest.se if rest.se > 0 else 0.0
     down, up = (a + b for a, b in zip(flatpart.widths(flat, share), binarypart.widths(binary, share)))
     out.low, out.high, out.level = est.mean - half - down, est.mean + half + up, level
     # the mean cannot leave the quantity's range, so an interval cut to it covers as often (loss below 0: a
@@ -272,13 +274,13 @@ def target_se(e: float, rule: Rule, alpha: float, power: float, df: float) -> fl
     requirement, sets it: z at (1 + power) / 2); within: the same with the tolerance. Both rest on the spread
     alone, never on the observed difference. Without a margin the observed difference is the only effect
     size there is (reported, not planned on: see judge)."""
-    t = _t(1 - alpha, df)
+    t = t_quantile(1 - alpha, df)
     if rule.kind == "within":
-        delta, z = rule.tol, _z((1 + power) / 2)
+        delta, z = rule.tol, norm_quantile((1 + power) / 2)
     elif rule.margin > 0:
-        delta, z = rule.margin, _z((1 + power) / 2)
+        delta, z = rule.margin, norm_quantile((1 + power) / 2)
     else:
-        delta, z = abs(e), _z(power)
+        delta, z = abs(e), norm_quantile(power)
     return delta / (t + z) if delta > 0 else None
 
 

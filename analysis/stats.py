@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .sequential import norm_quantile, t_quantile
+
 LEVEL = 0.95
 MIN_BATCHES = 5          # t with 4 degrees of freedom: the interval is at most ~1/3 wider than with σ known
 TARGET_BATCH_LAG1 = 0.1  # batches this little correlated count as "nearly uncorrelated"
@@ -62,13 +64,6 @@ def _clean(values: Sequence[float]) -> list[float]:
     return [float(v) for v in values if v is not None and not math.isnan(v)]
 
 
-def _t(level: float, df: int) -> float:
-    # lazy, and scipy.special rather than scipy.stats (the same quantile, stats.t.ppf calls it): scipy.stats takes
-    # 1.6 s to import here and about a minute in a TCG guest, where every run computes its intervals
-    from scipy.special import stdtrit
-    return float(stdtrit(df, (1 + level) / 2))
-
-
 def _mean_std(xs: Sequence[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (n - 1) of at least two values."""
     n = len(xs)
@@ -86,7 +81,7 @@ def summarize(values: Sequence[float]) -> dict:
     if n == 1:
         return {"mean": xs[0], "std": 0.0, "ci95": [xs[0], xs[0]], "n": 1}
     mean, std = _mean_std(xs)
-    half = _t(LEVEL, n - 1) * std / math.sqrt(n)
+    half = t_quantile(LEVEL, n - 1) * std / math.sqrt(n)
     return {"mean": mean, "std": std, "ci95": [mean - half, mean + half], "n": n}
 
 
@@ -114,7 +109,7 @@ def ratio_ci(a: dict, b: dict) -> tuple[float | None, float | None]:
     if min(na, nb) < 2:
         return r, None
     rel = math.sqrt((a["std"] / math.sqrt(na) / ma) ** 2 + (b["std"] / math.sqrt(nb) / mb) ** 2) if ma > 0 else 0.0
-    return r, r * rel * _t(LEVEL, min(na, nb) - 1)
+    return r, r * rel * t_quantile(LEVEL, min(na, nb) - 1)
 
 
 # --- the intervals that hold ---------------------------------------------------------------------------------
@@ -137,13 +132,8 @@ def over_runs(means: Sequence[float], level: float = LEVEL) -> Ci:
         return Ci(xs[0] if xs else None, None, None, None, None, level, "none", n,
                   reason="one repetition: no spread across runs" if xs else "no values")
     mean, std = _mean_std(xs)
-    half = _t(level, n - 1) * std / math.sqrt(n)
+    half = t_quantile(level, n - 1) * std / math.sqrt(n)
     return Ci(mean, std, mean - half, mean + half, half, level, "runs", n, n_eff=float(n))
-
-
-def _norm_quantile(p: float) -> float:
-    from scipy.special import ndtri  # lazy: see _t
-    return float(ndtri(p))
 
 
 def lag1(values: Sequence[float]) -> float:
@@ -216,12 +206,12 @@ def within_run(values: Sequence[float], level: float = LEVEL) -> Ci:
     batch_means = np.asarray(xs[n - k * b:]).reshape(k, b).mean(axis=1)
     r_b = lag1(batch_means)
     # what AR(1) lets the k batch means' sample lag-1 be: ρ_b less its small-sample bias, plus z·√((1−ρ_b²)/k)
-    if r_b > rho - (1 + 4 * rho) / k + _norm_quantile(1 - DRIFT_P) * math.sqrt((1 - rho * rho) / k):
+    if r_b > rho - (1 + 4 * rho) / k + norm_quantile(1 - DRIFT_P) * math.sqrt((1 - rho * rho) / k):
         return none(f"the {k} batch means of {b} intervals are themselves correlated (lag-1 {r_b:.2f}): "
                     "a drift or a slow cycle; more repetitions needed", **shape)
     phi_hi = min(phi + math.sqrt((1 - phi * phi) / n), PHI_CAP)
     var_mean = float(batch_means.var(ddof=1)) / k / _bias(k, b, n, phi_hi)
-    half = _t(level, k - 1) * math.sqrt(var_mean)
+    half = t_quantile(level, k - 1) * math.sqrt(var_mean)
     n_eff = std * std / var_mean if var_mean > 0 else float(n)
     return Ci(mean, std, mean - half, mean + half, half, level, "batches", n, n_eff=n_eff, **shape)
 

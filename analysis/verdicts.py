@@ -229,7 +229,7 @@ class Verdict:
                    needs={} if j is None else j.needs, parts=[] if j is None else j.parts,
                    rule={} if j is None else j.rule,
                    # the usable repetitions each point it reads had at this look
-                   repetitions={} if j is None else {key: n for key, _, _, n in j.parts})
+                   repetitions={} if j is None else {key: n for key, _, _, n, *_ in j.parts})
         return out
 
 
@@ -295,7 +295,7 @@ def _series(archive: Archive, expr, along: str, final: bool = True) -> list[tupl
     return out
 
 
-def _slope(series: list[tuple[Any, Estimate]]) -> float:
+def slope(series: list[tuple[Any, Estimate]]) -> float:
     """The least-squares slope of the means against their position along the sweep."""
     ys = [v.mean for _, v in series]
     n = len(ys)
@@ -309,7 +309,7 @@ def _trend(series: list[tuple[Any, Estimate]], sign: int, margin: float, look: i
     with a holds or a fails (a claim only loses decisions by it, so the error rate stays what it was)."""
     first, last = series[0][1], series[-1][1]
     j = judge(_signed(diff(last, first), sign), Rule(want=sign, margin=margin), look, design, final)
-    s = _slope(series) * sign
+    s = slope(series) * sign
     if (j.verdict == "holds" and s <= 0) or (j.verdict == "fails" and s >= 0):
         j.verdict = "undecided"
         j.basis += f"; the ends differ but the fitted slope goes {'against' if s < 0 else 'with'} the claim"
@@ -352,7 +352,7 @@ def evaluate(claim: Claim, archive: Archive, look: int = 1, design: Design = Des
             out.values = {"series": [[str(x), v.to_dict()] for x, v in series]}
         elif isinstance(t, SameTrend):
             a, b = _series(archive, t.a, t.along, final), _series(archive, t.b, t.along, final)
-            sb = _slope(b)
+            sb = slope(b)
             if sb == 0:
                 raise NotRun(f"b does not move along {t.along}")
             out.margin = t.margin_of(a[0][1].mean)   # a flat a (within it) does not follow b: no-difference

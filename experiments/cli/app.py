@@ -178,8 +178,8 @@ def run_elsewhere(bed, spec: Path, set_: list[str], exp, out: Path, prometheus: 
         from ccrig.qdiscs import sojourn  # lazy: only runs that watch their queues
         sojourn.build(Commands(None))
     native_sampler(Commands(None))   # and the C sampler (the guest finds both in this machine's cache)
-    # SIGTERM as Ctrl-C: the guest is stopped on the way out (run_in_guest), not left running its run without
-    # us (SIGTERM's default ended this process at once: 2026-12-07, a TCG guest ran on for minutes)
+    # trapped: a second Ctrl-C or SIGTERM while run_in_guest stops the guest is only said, not raised into it (a
+    # guest left running its run without us ran on for minutes, 2026-12-07)
     try:
         with trapped():
             r = bed.run_spec(spec, set_, exp, out, name=run_prefix())

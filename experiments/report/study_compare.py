@@ -56,8 +56,8 @@ import re
 from pathlib import Path
 
 from ccrig.analysis.samples import Estimate, Part, outside_the_run
-from ccrig.analysis.sequential import Rule, _t, decide
-from ccrig.analysis.verdicts import _slope
+from ccrig.analysis.sequential import Rule, decide, t_quantile
+from ccrig.analysis.verdicts import slope
 from ccrig.errors import InputError
 
 DECIDED = ("holds", "fails", "no-difference")
@@ -169,34 +169,34 @@ def pooled(runs: list[dict]) -> dict | None:
     cannot be known."""
     each = [_t_alone(c) for c in runs]
     rule = _rule_of(runs[0]) if runs else None
-    if len(runs) < 2 or None in each or rule is None or len({tuple(sorted(p[0] for p in c["parts"]))
-                                                              for c in runs}) != 1:
+    if len(runs) < 2 or None in each or rule is None:
+        return None
+    parts = [_parts(c) for c in runs]
+    if len({tuple(sorted(p.key for p in ps)) for ps in parts}) != 1:
         return None
     # each point's variance pooled over the runs (they measured one thing: one spread), so that the weights come
     # from counts and that spread, not from each run's own small-sample variance (those weights undercover: 85 %
     # of 95 % intervals held the truth over runs of 3, 6 and 12 repetitions)
     dof: dict[str, float] = {}
     ss: dict[str, float] = {}
-    for c in runs:
-        lost = _lost_df(c)
-        for key, _, var, n in c["parts"]:
-            dof[key] = dof.get(key, 0) + n - lost.get(key, 1)
-            ss[key] = ss.get(key, 0.0) + (n - lost.get(key, 1)) * var
+    for p in (p for ps in parts for p in ps):
+        dof[p.key] = dof.get(p.key, 0) + p.n - p.lost_df
+        ss[p.key] = ss.get(p.key, 0.0) + (p.n - p.lost_df) * p.var
     s2 = {k: ss[k] / dof[k] for k in dof}
-    v = [sum(coef ** 2 * s2[key] / n for key, coef, _, n in c["parts"]) for c in runs]
+    v = [sum(p.coef ** 2 * s2[p.key] / p.n for p in ps) for ps in parts]
     w = [1 / vr for vr in v]
     big_w = sum(w)
     mean = sum(wi * e for wi, (e, _, _) in zip(w, each)) / big_w
     # its variance, sum_p a_p s2_p = 1 / W, with Welch-Satterthwaite's df over the points' pooled variances
     a: dict[str, float] = {}
-    for wi, c in zip(w, runs):
-        for key, coef, _, n in c["parts"]:
-            a[key] = a.get(key, 0.0) + (wi / big_w) ** 2 * coef ** 2 / n
+    for wi, ps in zip(w, parts):
+        for p in ps:
+            a[p.key] = a.get(p.key, 0.0) + (wi / big_w) ** 2 * p.coef ** 2 / p.n
     df = (1 / big_w) ** 2 / sum((a[k] * s2[k]) ** 2 / dof[k] for k in a)
-    half = _t(POOLED_LEVEL, df) / math.sqrt(big_w)
+    half = t_quantile(POOLED_LEVEL, df) / math.sqrt(big_w)
     verdict = decide(mean, mean - half, mean + half, Rule(**rule))
-    slope = _pooled_slope(runs, rule)
-    if slope is not None and ((verdict == "holds" and slope <= 0) or (verdict == "fails" and slope >= 0)):
+    fitted = _pooled_slope(runs, rule)
+    if fitted is not None and ((verdict == "holds" and fitted <= 0) or (verdict == "fails" and fitted >= 0)):
         verdict = "undecided"   # as a run's trend: the fitted slope must agree (analysis/verdicts._trend)
     return {"verdict": verdict, "mean": mean, "interval": [mean - half, mean + half], "level": POOLED_LEVEL,
             "df": df, "runs": len(runs)}
@@ -205,25 +205,26 @@ def pooled(runs: list[dict]) -> dict | None:
 def _t_alone(claim: dict) -> tuple[float, float, float] | None:
     """A run's (difference, standard error, df) when its interval is t over repetitions and nothing else: the
     interval its parts give (Student's t at its level, Welch-Satterthwaite's df) is the one it states."""
-    parts, interval, level = claim.get("parts"), claim.get("interval"), claim.get("level")
-    if not parts or not interval or None in interval or not level:
+    interval, level = claim.get("interval"), claim.get("level")
+    if not claim.get("parts") or not interval or None in interval or not level:
         return None
-    lost = _lost_df(claim)
-    est = Estimate(0.0, tuple(Part(k, coef, var, n, lost_df=lost.get(k, 1)) for k, coef, var, n in parts))
-    if not all(var > 0 and n > lost.get(k, 1) for k, _, var, n in parts) or not est.se > 0:
+    est = Estimate(0.0, tuple(_parts(claim)))
+    if not all(p.var > 0 and p.n > p.lost_df for p in est.parts) or not est.se > 0:
         return None
     low, high = interval
-    half = _t(level, est.df) * est.se
+    half = t_quantile(level, est.df) * est.se
     if not math.isclose(half, (high - low) / 2, rel_tol=1e-6):
         return None
     return (low + high) / 2, est.se, est.df
 
 
-def _lost_df(claim: dict) -> dict[str, int]:
-    """The points a run adjusted for the loss drawn (n - 2 df), as its basis names them; the interval they give back
-    (_t_alone) is the check that the names were read right."""
+def _parts(claim: dict) -> list[Part]:
+    """A run's parts (claims.json: key, coef, var, n, lost_df). A claims.json from before lost_df was written
+    (2026-12-07) names the points it adjusted for the loss drawn (n - 2 df) in its basis; the interval they give
+    back (_t_alone) is the check that the names were read right."""
     m = re.search(r"adjusted for the loss drawn at (.+?) \(control variate", claim.get("basis") or "")
-    return {k: 2 for k in m.group(1).split(", ")} if m else {}
+    named = {k: 2 for k in m.group(1).split(", ")} if m else {}
+    return [Part(p[0], p[1], p[2], p[3], lost_df=p[4] if len(p) > 4 else named.get(p[0], 1)) for p in claim["parts"]]
 
 
 def _rule_of(claim: dict) -> dict | None:
@@ -262,7 +263,7 @@ def _pooled_slope(runs: list[dict], rule: dict) -> float | None:
         w = [1 / v["se"] ** 2 if v.get("se") else 0.0 for v in vs]
         means.append((x, Estimate(sum(wi * v["mean"] for wi, v in zip(w, vs)) / sum(w) if all(w)
                                   else sum(v["mean"] for v in vs) / len(vs))))
-    return _slope(means) * rule["want"]
+    return slope(means) * rule["want"]
 
 
 def heterogeneity(claims: list[dict[str, dict]]) -> dict:

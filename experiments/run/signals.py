@@ -107,11 +107,14 @@ def _say_cleaning(remaining: Callable[[], str] | None) -> None:
 
 
 def raise_on_interrupt() -> None:
-    """Outside a run too, Ctrl-C raises Interrupted: the command line's library (typer) turns a KeyboardInterrupt
-    into a silent exit 130, and the researcher should read that it was interrupted."""
+    """Outside a run too, Ctrl-C and SIGTERM raise Interrupted: the command line's library (typer) turns a
+    KeyboardInterrupt into a silent exit 130, and the researcher should read that it was interrupted; and
+    SIGTERM's default ends the process where it is, past every finally that would remove what a command set up
+    before its run traps signals itself (preflight's probe namespaces, a vm guest)."""
     if threading.current_thread() is threading.main_thread():
         _hook_in()
-        signal.signal(signal.SIGINT, _raise)
+        for s in SIGNALS:
+            signal.signal(s, _raise)
 
 
 class blocked:

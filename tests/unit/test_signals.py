@@ -9,10 +9,13 @@ from ccrig.experiments.run import signals
 
 
 class _SignalledInFinalizer:
-    """Gets SIGINT while its finalizer runs Python code, as Popen.__del__ after a command can."""
+    """Gets SIGINT (or signum) while its finalizer runs Python code, as Popen.__del__ after a command can."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        self.signum = signum
 
     def __del__(self):
-        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(self.signum)
         sum(range(1000))   # bytecode: where the pending handler runs, inside the finalizer
 
 
@@ -44,15 +47,17 @@ def test_the_signal_sent_again_that_comes_while_the_hook_still_runs_is_sent_once
     assert signals._lost == []
 
 
-def test_outside_a_run_too():
-    old = signal.getsignal(signal.SIGINT)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_outside_a_run_too(signum):
+    old = {s: signal.getsignal(s) for s in signals.SIGNALS}
     try:
         signals.raise_on_interrupt()
-        with pytest.raises(signals.Interrupted):
-            _SignalledInFinalizer()
+        with pytest.raises(signals.Interrupted, match=signal.Signals(signum).name):
+            _SignalledInFinalizer(signum)
             _spin(10)
     finally:
-        signal.signal(signal.SIGINT, old)
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def test_another_exception_in_a_finalizer_goes_to_the_hook_there_was(monkeypatch):

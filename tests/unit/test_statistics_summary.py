@@ -29,7 +29,7 @@ def test_stat_of_keeps_the_old_keys_and_says_the_method():
     assert none["ci95"] is None and none["ci"]["method"] == "none" and "fewer than" in none["ci"]["reason"]
     assert none["mean"] == pytest.approx(2.0) and none["n"] == 3
     runs = summary.stat_of(stats.over_runs([1.0, 2.0, 3.0]))
-    half = stats._t(0.95, 2) * 1.0 / math.sqrt(3)   # std of 1, 2, 3 is 1
+    half = stats.t_quantile(0.95, 2) * 1.0 / math.sqrt(3)   # std of 1, 2, 3 is 1
     assert runs["ci95"] == pytest.approx([2 - half, 2 + half]) and runs["ci"]["method"] == "runs"
     assert runs["ci"]["n_eff"] == 3
 
@@ -44,7 +44,7 @@ def test_a_point_over_repetitions_uses_the_runs():
     # the 3σ level widens it by t(0.9973, 2) / t(0.975, 2)
     wide = summary.over_repetitions(reps, stats.sigma_level(3))
     assert wide["ci"]["half_width"] / p["ci"]["half_width"] == pytest.approx(
-        stats._t(stats.sigma_level(3), 2) / stats._t(0.95, 2))
+        stats.t_quantile(stats.sigma_level(3), 2) / stats.t_quantile(0.95, 2))
 
 
 def _goodput(mean, half):

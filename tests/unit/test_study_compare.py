@@ -283,6 +283,12 @@ def test_a_point_adjusted_for_the_loss_drawn_is_pooled_with_its_n_minus_2_df():
                      "parts": j.parts, "rule": j.rule, "margin": 0.005, "basis": j.basis})
     p = study_compare.pooled(runs)
     assert p is not None and p["df"] == pytest.approx(8 - 2 + 12 - 2)
-    # without its basis naming the adjustment, the interval its parts give (n - 1 df) is not the one it states
+    # the parts carry it (key, coef, var, n, lost_df): the basis's words are not read
     runs[0]["basis"] = "t over repetitions"
-    assert study_compare.pooled(runs) is None
+    assert study_compare.pooled(runs) == p
+    # a claims.json from before that: its basis names the points, and without them the interval its parts give
+    # (n - 1 df) is not the one it states
+    old = [dict(r, parts=[q[:4] for q in r["parts"]]) for r in runs]
+    assert study_compare.pooled(old) is None
+    old[0]["basis"] = runs[1]["basis"]
+    assert study_compare.pooled(old) == p

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from ccrig import fanout
@@ -175,18 +176,21 @@ def _inodes(names: list[str]) -> dict[int, str]:
 def _pids_by_inode(inodes: dict[int, str], names, tagged: bool = False) -> dict[str, list[int]]:
     """Each namespace's processes by the inode of their network namespace; with tagged, also those whose
     environment names it (ccrig.commands.NETNS_TAG), wherever they are: one whose namespace lost its name."""
-    out: dict[str, list[int]] = {n: [] for n in names}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    def which(pid: str) -> str | None:
         try:
-            ino = os.stat(f"/proc/{pid}/ns/net").st_ino
+            name = inodes.get(os.stat(f"/proc/{pid}/ns/net").st_ino)
         except OSError:
-            continue
-        if ino in inodes:
-            out[inodes[ino]].append(int(pid))
-        elif tagged and (tag := _tag(pid)) in out:
-            out[tag].append(int(pid))
+            return None
+        return name if name is not None or not tagged else _tag(pid)
+    return {n: [] for n in names} | {n: pids for n, pids in _walk(which).items() if n in names}
+
+
+def _walk(which: Callable[[str], str | None]) -> dict[str, list[int]]:
+    """Every process of this machine by the namespace which(pid) names (None: none)."""
+    out: dict[str, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if (name := which(pid)) is not None:
+            out.setdefault(name, []).append(int(pid))
     return out
 
 
@@ -205,11 +209,7 @@ def _tag(pid: str) -> str | None:
 
 def tagged(prefix: str) -> dict[str, list[int]]:
     """The processes started into namespaces whose names start with prefix, by namespace, named or not."""
-    out: dict[str, list[int]] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        if (tag := _tag(pid)) is not None and tag.startswith(prefix):
-            out.setdefault(tag, []).append(int(pid))
-    return out
+    return _walk(lambda pid: tag if (tag := _tag(pid)) is not None and tag.startswith(prefix) else None)
 
 
 def remove_namespaces(names: list[str], commands: Commands) -> None:
