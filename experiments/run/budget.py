@@ -1,6 +1,6 @@
 """A study's repetitions spent where its claims are undecided (`ccrig study run NAME --budget 30m`).
 
-    first pass   k0 repetitions of every point (sequential.plan; max with the spec's own `repetitions`)
+    first pass   k0 repetitions of each point a claim reads, the spec's own if more; the spec's own at a figure's
     look 1       every claim judged (analysis/verdicts.py at look 1 of the design)
     then, while some claim is undecided, a look is left and the budget buys a repetition:
                  allocation.next_pairs (a step for every claim, then whole claims, the cheapest to decide first,
@@ -107,11 +107,11 @@ def points_of(planned: dict) -> dict[str, dict[int, tuple[int, int]]]:
                    for p in specmod.points(raw, exp, str(path))} for spec, (path, raw, exp) in planned.items()}
 
 
-def first_pass(points: dict[str, dict[int, tuple[int, int]]], d: Design) -> dict[str, dict[str, int]]:
-    """Each spec's points' repetitions for the first pass: k0 (sequential.plan), or the spec's own if more
-    (points: points_of). Keys are strings, as study.json holds them."""
-    want = plan([key(s, i) for s, pts in points.items() for i in pts], d)
-    return {s: {str(i): max(want[key(s, i)], n) for i, (n, _) in pts.items()} for s, pts in points.items()}
+def first_pass(points: dict[str, dict[int, tuple[int, int]]], d: Design, read: set) -> dict[str, dict[str, int]]:
+    """Each spec's points' repetitions for the first pass (points: points_of): k0 (sequential.plan) or the spec's
+    own if more where a claim reads the point (read: Study.reads), else the spec's own. Keys as in study.json."""
+    want = plan([key(s, i) for s, i in read], d)
+    return {s: {str(i): max(want.get(key(s, i), n), n) for i, (n, _) in pts.items()} for s, pts in points.items()}
 
 
 def reserve(points: dict[str, dict[int, tuple[int, int]]]) -> float:

@@ -112,7 +112,9 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         archive_room(Path(out_root))   # an unwritable or full --out is said before anything is made
         study_dir = Path(out_root) / f"{name}{'-quick' if quick else ''}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         study_dir.mkdir(parents=True)
-    for spec, wants in budgets.first_pass(budgets.points_of(planned), d).items():
+    read = study.reads({s: {p.index: p.params for p in specmod.points(raw, exp, str(path))}
+                        for s, (path, raw, exp) in planned.items()})
+    for spec, wants in budgets.first_pass(budgets.points_of(planned), d, read).items():
         state["specs"][spec].setdefault("repetitions", wants)
     write_state(study_dir, state)
     say(f"study {name}: {study_dir}")

@@ -50,7 +50,7 @@ class World:
         self.spoiled_first: set[str] = set()   # specs whose first round's repetitions were all spoiled (steal)
         self.left_out = {s: 0 for s in truth}
         self.flips: dict[tuple[str, int], str] = {}   # (claim, look) -> the verdict that look reads instead
-        first = budget.first_pass({s: {0: (1, 1)} for s in truth}, budget.design(k0, True))
+        first = budget.first_pass({s: {0: (1, 1)} for s in truth}, budget.design(k0, True), {(s, 0) for s in truth})
         self.state = {"specs": {s: {"status": "pending", "run_dir": None, "repetitions": first[s]} for s in truth}}
 
     def hooks(self) -> budget.Hooks:
@@ -141,10 +141,13 @@ def test_budget_values_parse_and_bad_ones_name_the_field():
         assert e.value.exit_code == 2 and "\n" not in str(e.value)
 
 
-def test_the_first_pass_is_k0_or_the_specs_own_repetitions_if_more():
+def test_the_first_pass_is_k0_or_the_specs_own_repetitions_if_more_where_a_claim_reads_the_point():
     d = budget.design(3, True)
-    assert budget.first_pass({"a": {0: (1, 1), 1: (5, 2)}}, d) == {"a": {"0": 3, "1": 5}}
-    assert budget.first_pass({"a": {0: (1, 1)}}, budget.design(1, False)) == {"a": {"0": 1}}
+    assert budget.first_pass({"a": {0: (1, 1), 1: (5, 2)}}, d, {("a", 0), ("a", 1)}) == {"a": {"0": 3, "1": 5}}
+    assert budget.first_pass({"a": {0: (1, 1)}}, budget.design(1, False), {("a", 0)}) == {"a": {"0": 1}}
+    # a point no claim reads (a figure's) gets what its spec asks, not k0
+    assert budget.first_pass({"a": {0: (1, 1), 1: (2, 1)}, "b": {0: (1, 1)}}, d, {("a", 0)}) == \
+        {"a": {"0": 3, "1": 2}, "b": {"0": 1}}
 
 
 def test_raising_wants_adds_at_the_points_named_and_a_baseline_counts_as_its_point():

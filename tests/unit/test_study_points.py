@@ -29,3 +29,31 @@ def test_every_claim_names_one_point_of_its_spec(name):
                 archive.point(q.spec, q.at)   # raises NotRun naming the problem
             else:   # a trend reads every point along its path
                 assert [p for p in archive.points[q.spec] if along in p["params"]], (claim.id, along)
+
+
+@pytest.mark.parametrize("name", sorted(studymod.find()))
+def test_the_points_a_study_reads_are_those_its_claims_judge(name):
+    """Study.reads (what the first pass gives k0 repetitions) holds every point a claim's verdict reads, and no
+    other: the points only a figure shows keep their spec's own repetitions."""
+    study, folder = studymod.load(name)
+    points = {e.spec: _points(folder, e.spec) for e in study.specs}
+    archive = Archive(points)
+    judged = set()
+    for claim in study.claims:
+        along = getattr(claim.test, "along", None)
+        for q in quantities(claim.test):
+            if along is None:
+                judged.add((q.spec, archive.point(q.spec, q.at)["index"]))
+            else:
+                values = {json.dumps(p["params"][along]) for p in points[q.spec]}
+                judged |= {(q.spec, archive.point(q.spec, {**q.at, along: json.loads(v)})["index"]) for v in values}
+    assert study.reads({s: {p["index"]: p["params"] for p in pts} for s, pts in points.items()}) == judged
+
+
+def test_study_002s_buffers_axis_is_a_figure_but_at_three_points():
+    study, folder = studymod.load("polynomial")
+    pts = _points(folder, "buffers")
+    read = study.reads({"buffers": {p["index"]: p["params"] for p in pts}})
+    assert len(pts) == 20
+    assert sorted(tuple(pts[i]["params"].values()) for _, i in read) == [
+        ("pfifo", "10pkt"), ("red", "100pkt"), ("red", "10pkt")]
