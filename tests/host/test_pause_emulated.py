@@ -84,9 +84,13 @@ def test_pause_moves_the_backlog_upstream(chain, tmp_path):
     assert len(stats.latency_s) == stats.xoff + stats.xon + stats.expiries
     assert all(0 < x < 1.0 for x in stats.latency_s)
     # node 2's queue stays below its buffer (XOFF at T1 + 1 = 13 lets one more packet go; a busy machine may
-    # delay the controller by a few more packets at μ1, far from the 7 it takes to fill B2)...
+    # delay the controller by a few more packets at μ1)...
     assert q2["drops"] <= 2, q2
-    assert stats.max_occupancy < 20
+    # ...unless the controller was late by the 7 packets it takes to fill B2: at scale 10 B2 fills at (μ1 - ν) x 10
+    # = 850 packets/s, 8.2 ms (CI 2026-12-07, three workers beside TCG guests: occupancy 20); its lateness is
+    # measured (the longest gap between its looks, and the slowest rate change from decision to tbf in force)
+    late_s = stats.longest_gap_s + max(stats.latency_s)
+    assert stats.max_occupancy < 20 or late_s > 7 / ((100 - 15) * 10), (stats.max_occupancy, late_s)
     # ...and node 1 took the backlog instead
     assert q1["drops"] > 10 * q2["drops"], q1
     rows = list(csv.DictReader(open(tmp_path / "events.csv")))

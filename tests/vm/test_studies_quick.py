@@ -56,8 +56,11 @@ def check_quick_study(name: str, out: Path, only: list[str] | None = None) -> No
     for rec in ran.values():   # the run directory each spec wrote, with its one point
         summary = json.loads((study_dir / rec["run_dir"] / "summary.json").read_text())
         assert summary["complete"] and len(summary["points"]) == 1, rec
-        # quick mode never reruns: a spoiled repetition is kept as its pair's record (its verdicts are not verdicts)
-        assert all("kept" in r for r in summary.get("reruns", [])), summary["reruns"]
+        # quick mode never reruns a spoiled repetition: it is kept as its pair's record (its verdicts are not
+        # verdicts); a pair the path refused has no record and runs again (reruns.Reruns.refused: study 001's PER
+        # points, CI 2026-12-07: a flow stalled in retransmission, backoff 4, after 36 s)
+        assert all("kept" in r or r["spoiled"].startswith("the path refused it")
+                   for r in summary.get("reruns", [])), summary["reruns"]
     claims = json.loads((study_dir / "claims.json").read_text())["claims"]
     assert [c["id"] for c in claims] == [c.id for c in study.claims]
     assert {c["verdict"] for c in claims} <= VERDICTS
