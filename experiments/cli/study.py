@@ -78,8 +78,9 @@ def run(name: str = typer.Argument(..., help="the study (ccrig study list), or a
                                            help="every spec's seed (the order of its pairs, a workload's random "
                                            "times) instead of the spec's own: a second run of a study with "
                                            "another (the kernel's random losses are never the same twice)")):
-    """Run a study: all its specs (those that need the vm testbed in one guest), k0 repetitions of every point
-    (the study's k0, else 3), then its claims table; with --budget, more repetitions where claims are undecided."""
+    """Run a study: all its specs (those that need the vm testbed in one guest), k0 repetitions of every point a
+    claim reads (the study's k0, else 3; a point only a figure shows: its spec's own), then its claims table; with
+    --budget, more repetitions where claims are undecided."""
     from ccrig.experiments.run.study import report as write_report, run as run_study  # lazy: the runner (numpy, scipy)
     from ccrig.experiments.run.engine import parse_jobs  # lazy: the runner (numpy, scipy)
     from ccrig.experiments.run.budget import parse_budget  # lazy: as above
