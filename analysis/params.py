@@ -35,3 +35,8 @@ def within(params: dict, path: str, wanted) -> bool:
                     return False
             return value is not _MISSING and same_param(value, wanted)
     return False
+
+
+def matches(params: dict, at: dict) -> bool:
+    """Whether a point (its swept parameters) is one a claim's `at` names: every path of at within it."""
+    return all(within(params, k, v) for k, v in at.items())

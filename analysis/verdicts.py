@@ -24,7 +24,7 @@ from .claims import (JAIN, MODEL_METRICS, Bound, Claim, Compare, Quantity, Ratio
                      quantities)
 from . import metric_table, settling
 from . import readings as rd
-from .params import same_param, within
+from .params import matches, same_param
 from .claims import Diff as DiffExpr
 from .samples import Cut, Estimate, NotRun, Unmeasured, constant, diff, fmt, from_reps, not_run, ratio, scale, usable
 from .sequential import Design, Judgement, Rule, judge
@@ -54,7 +54,7 @@ class Archive:
         pts = self.points.get(spec)
         if pts is None:
             raise self.missing(spec, "no point was run")
-        found = [p for p in pts if all(within(p.get("params", {}), k, v) for k, v in at.items())]
+        found = [p for p in pts if matches(p.get("params", {}), at)]
         if not found:
             where = ", ".join(f"{k}={v}" for k, v in at.items()) or "its point"
             raise self.missing(spec, f"no point with {where} was run")

@@ -46,7 +46,6 @@ from typing import Callable
 from ccrig.analysis.allocation import next_pairs
 from ccrig.analysis.sequential import STOPS, Design, plan, stopped_at
 from ccrig.errors import field_error
-from ccrig.experiments import spec as specmod
 from ccrig.experiments.run import fidelity
 
 LOOKS = 3          # looks at most with --budget: the design tests/unit/test_sequential.py simulates
@@ -100,11 +99,11 @@ def parse_key(point: str) -> tuple[str, int]:
     return spec, int(rest.split("/", 1)[0])
 
 
-def points_of(planned: dict) -> dict[str, dict[int, tuple[int, int]]]:
+def points_of(points: dict) -> dict[str, dict[int, tuple[int, int]]]:
     """spec -> {point index: (the spec's repetitions, pairs per repetition: 2 for a PAUSE point, whose run
-    without PAUSE is a pair of its own)}, of the specs as the study runs them (spec -> (path, raw, exp))."""
-    return {spec: {p.index: (p.experiment.repetitions, 2 if p.experiment.pause_gain else 1)
-                   for p in specmod.points(raw, exp, str(path))} for spec, (path, raw, exp) in planned.items()}
+    without PAUSE is a pair of its own)}, of the specs' points as the study runs them (spec -> specmod.points)."""
+    return {spec: {p.index: (p.experiment.repetitions, 2 if p.experiment.pause_gain else 1) for p in pts}
+            for spec, pts in points.items()}
 
 
 def first_pass(points: dict[str, dict[int, tuple[int, int]]], d: Design, read: set) -> dict[str, dict[str, int]]:

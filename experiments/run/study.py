@@ -112,9 +112,10 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         archive_room(Path(out_root))   # an unwritable or full --out is said before anything is made
         study_dir = Path(out_root) / f"{name}{'-quick' if quick else ''}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         study_dir.mkdir(parents=True)
-    read = study.reads({s: {p.index: p.params for p in specmod.points(raw, exp, str(path))}
-                        for s, (path, raw, exp) in planned.items()})
-    for spec, wants in budgets.first_pass(budgets.points_of(planned), d, read).items():
+    points = {s: specmod.points(raw, exp, str(path)) for s, (path, raw, exp) in planned.items()}
+    sized = budgets.points_of(points)
+    read = study.reads({s: {p.index: p.params for p in pts} for s, pts in points.items()})
+    for spec, wants in budgets.first_pass(sized, d, read).items():
         state["specs"][spec].setdefault("repetitions", wants)
     write_state(study_dir, state)
     say(f"study {name}: {study_dir}")
@@ -140,7 +141,7 @@ def run(name: str, out_root: Path, quick: bool = False, resume: Path | None = No
         failed = run_specs([s for s, r in state["specs"].items() if s in only and r["status"] != "done"], progress,
                            guest_within(state, only))
     else:
-        failed = _loop(study_dir, d, budget, run_specs, planned, progress, say, report, part)
+        failed = _loop(study_dir, d, budget, run_specs, planned, sized, progress, say, report, part)
     state = read_state(study_dir)
     state["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     steal = fidelity.steal_since(state.get("host_cpu_at_start") or {})
@@ -201,17 +202,16 @@ def _where(folder: Path, study: Study, entries: list[SpecEntry], planned: dict, 
     return local, guest
 
 
-def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: dict, progress: bool, say,
-          report: bool = True, part: list[str] | None = None) -> list[str]:
+def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: dict, sized: dict, progress: bool,
+          say, report: bool = True, part: list[str] | None = None) -> list[str]:
     """The loop of looks (budget.Loop), with its live display when asked (the runs' own bars off: one at a time);
-    with a budget and a report to follow, the loop keeps time for the report (budget.reserve)."""
-    points = budgets.points_of(planned)
+    with a budget and a report to follow, the loop keeps time for the report (budget.reserve of sized: points_of)."""
     hooks = budgets.Hooks(read=lambda: read_state(study_dir), write=lambda s: write_state(study_dir, s),
                           run_dirs=lambda s: {k: run_dir_of(study_dir, r) or budgets.begun(study_dir, planned.get(k))
                                               for k, r in s["specs"].items()},
                           run_specs=lambda specs, within_s: run_specs(specs, False, within_s),
                           judge=lambda look, final, d: verdicts(study_dir, look, final, d)[2], say=say)
-    loop = budgets.Loop(hooks, d, budget, reserve_s=budgets.reserve(points) if budget is not None and report else 0.0,
+    loop = budgets.Loop(hooks, d, budget, reserve_s=budgets.reserve(sized) if budget is not None and report else 0.0,
                         part=part)
     # SIGTERM between runs too (judging, choosing) ends the study as an interrupted one: --resume goes on
     with status_display(progress, lambda: budgets.status(loop, hooks.read(), points)), trapped():

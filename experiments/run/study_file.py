@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ccrig.analysis.claims import Claim, quantities
-from ccrig.analysis.params import within
+from ccrig.analysis.params import matches
 from ccrig.errors import InputError
 
 FOLDER = Path(__file__).resolve().parents[1] / "studies"   # experiments/studies
@@ -73,7 +73,7 @@ class Study(BaseModel):
         """The points some claim reads, of points (spec -> {index: the point's swept parameters}): a quantity
         reads every point of its spec its `at` matches (a trend's `at` leaves out the axis: its whole series)."""
         return {(q.spec, i) for c in self.claims for q in quantities(c.test)
-                for i, params in points.get(q.spec, {}).items() if all(within(params, k, v) for k, v in q.at.items())}
+                for i, params in points.get(q.spec, {}).items() if matches(params, q.at)}
 
 
 def find() -> dict[str, Path]:
