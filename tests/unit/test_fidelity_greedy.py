@@ -59,6 +59,26 @@ def test_a_queue_empty_at_half_the_boundaries_is_no_witness_of_a_starved_shaper(
     assert v["verdict"] == "ok" and v["reasons"] == [], v
 
 
+def _greedy(backlogs: list[float], goodput_share: float, dropped: float) -> dict:
+    """Greedy flows through a 2 Mbit/s bottleneck (167 packets a second), 10 measured intervals; dropped: the
+    packets it dropped in each."""
+    m = fidelity.Monitor(2e6, 1.9e6, 0, [], greedy=True)
+    m.rows = [{"queue_known": True, "goodput_bps": 1.9e6 * goodput_share, "dequeue_bps": 2e6 * goodput_share,
+               "backlog_packets": b, "dropped": dropped, "sent_packets": 167 * goodput_share, "cpu_max": 0.4,
+               "cpu": 0.35, "t_max_bps": 1.9e6, "rate_bps": 2e6} for b in backlogs]
+    return m.verdict([], 0.02)
+
+
+def test_an_empty_queue_below_t_max_is_the_machine_unless_the_queue_dropped_what_held_the_flows():
+    # senders slower than the link: nothing waited for it, and a burst now and then overflowed it
+    slow = _greedy([0.0, 2.0] * 5, 0.8, 0.5)
+    assert slow["verdict"] == "testbed-limited" and "the senders, not the link" in slow["reasons"][0], slow
+    # study 002's RED at 10 packets: 23 % of the packets dropped, the queue empty at half the boundaries
+    red = _greedy([0.0, 2.0] * 5, 0.8, 40.0)
+    assert red["verdict"] == "ok" and red["reasons"] == [], red
+    assert 0.2 < red["bottleneck_drop_share"] < 0.25 and slow["bottleneck_drop_share"] < fidelity.LOSS_HELD
+
+
 def test_time_the_hypervisor_stole_is_named_beside_a_symptom_and_recorded_always(monkeypatch):
     # /proc/stat as a cloud VM's: 30 % of the measured intervals' CPU time went to another guest on the host
     readings = iter([{"cpu": (0, 0, 0, 0)}] * 2 + [{"cpu": (800, 1000, 50, 300)}])   # start, warm-up, end
