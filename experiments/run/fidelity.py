@@ -168,8 +168,7 @@ class Monitor:
         goodput = sum(r["goodput_bps"] for r in rows) / n
         dequeue = sum(r["dequeue_bps"] for r in rows) / n
         empty = sum(1 for r in rows if r["backlog_packets"] == 0) / n
-        drops = sum(r["dropped"] for r in rows)
-        offered = drops + sum(r.get("sent_packets", 0.0) for r in rows)
+        drops, sent = sum(r["dropped"] for r in rows), sum(r.get("sent_packets", 0.0) for r in rows)
         backlogged = [r for r in rows if r["backlog_packets"] > 0]
         dequeue_backlogged = (sum(r["dequeue_bps"] for r in backlogged) / len(backlogged)) if backlogged else None
         end = cpu_times()
@@ -198,7 +197,7 @@ class Monitor:
             "dequeue_backlogged_of_rate": dequeue_backlogged / rate_backlogged
             if dequeue_backlogged and rate_backlogged else None,
             "queue_empty_share": empty, "bottleneck_drops": drops,
-            "bottleneck_drop_share": drops / offered if offered else None,
+            "bottleneck_drop_share": drops / (drops + sent) if drops + sent else None,
             "cpu_busy": cores.get("cpu", sum(r["cpu"] for r in rows) / n), "cpu_busiest_core": cpu_max,
             "softirq_busiest_core": softirq_max, "cpu_steal": steal,
             "sampler_cpu_cores": sampler_cpu, "sampler_late_share": late / polls if polls else None,
