@@ -214,7 +214,7 @@ def _loop(study_dir: Path, d: Design, budget: float | None, run_specs, planned: 
     loop = budgets.Loop(hooks, d, budget, reserve_s=budgets.reserve(sized) if budget is not None and report else 0.0,
                         part=part)
     # SIGTERM between runs too (judging, choosing) ends the study as an interrupted one: --resume goes on
-    with status_display(progress, lambda: budgets.status(loop, hooks.read(), points)), trapped():
+    with status_display(progress, lambda: budgets.status(loop, hooks.read(), sized)), trapped():
         return loop.run()
 
 
