@@ -4,6 +4,7 @@ a not-applicable verdict after a full run."""
 import json
 
 import pytest
+import yaml
 
 from ccrig.analysis.claims import quantities
 from ccrig.analysis.verdicts import Archive
@@ -50,10 +51,18 @@ def test_the_points_a_study_reads_are_those_its_claims_judge(name):
     assert study.reads({s: {p["index"]: p["params"] for p in pts} for s, pts in points.items()}) == judged
 
 
-def test_study_002s_buffers_axis_is_a_figure_but_at_three_points():
+def test_study_002s_buffers_axis_is_a_figure_apart_from_the_claims_three_points():
+    """Fig. 7's curve is a spec of its own that no claim reads, so a --budget spends nothing on it; buffers holds
+    the claims' points (and drop-tail at 100 packets, Figs 3-4's traces)."""
     study, folder = studymod.load("polynomial")
-    pts = _points(folder, "buffers")
-    read = study.reads({"buffers": {p["index"]: p["params"] for p in pts}})
-    assert len(pts) == 20
-    assert sorted(tuple(pts[i]["params"].values()) for _, i in read) == [
-        ("pfifo", "10pkt"), ("red", "100pkt"), ("red", "10pkt")]
+    pts = {s: _points(folder, s) for s in ("buffers", "buffers_curve")}
+    read = study.reads({s: {p["index"]: p["params"] for p in v} for s, v in pts.items()})
+    assert (len(pts["buffers"]), len(pts["buffers_curve"])) == (4, 20)
+    assert sorted((s, *pts[s][i]["params"].values()) for s, i in read) == [
+        ("buffers", "pfifo", "10pkt"), ("buffers", "red", "100pkt"), ("buffers", "red", "10pkt")]
+    # the curve is the claims' experiment at every buffer: only its name, description and axis differ
+    a, b = (yaml.safe_load((folder / "specs" / f"{s}.yaml").read_text()) for s in ("buffers", "buffers_curve"))
+    differ = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+    assert differ == {"name", "description", "sweep"} and a["sweep"]["topology.bottleneck.qdisc"] == b["sweep"][
+        "topology.bottleneck.qdisc"]
+    assert set(a["sweep"]["topology.bottleneck.buffer"]) < set(b["sweep"]["topology.bottleneck.buffer"])
