@@ -27,7 +27,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from ccrig.tcp_modules.spec import CcField, cc_key
-from ccrig import qdiscs, topologies
 from ccrig.topologies import testbeds, topology_union
 from ccrig.topologies.named.dumbbell import MAX_PAIRS
 from ccrig.topologies.delayline import DelaySpec

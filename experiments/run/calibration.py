@@ -40,7 +40,7 @@ from ccrig.commands import Commands
 from ccrig.errors import RunError
 from ccrig.machine import cache_dir
 from ccrig.experiments import spec as specmod
-from ccrig.experiments.run import engine, repetition
+from ccrig.experiments.run import engine
 from ccrig.experiments.run.repetition import Lent, Unit
 
 ROOT = cache_dir() / "calibration"

@@ -211,8 +211,8 @@ def machine_samplers(testbed: Testbed, flows, period: float) -> list[MachineSamp
         by_machine.setdefault(machine, {})[node] = (f"ino:{ino}", socks[node])
     out: list[MachineSampler] = []
     try:
-        for nodes in by_machine.values():
-            out.append(MachineSampler(testbed, nodes, period))
+        for on_machine in by_machine.values():
+            out.append(MachineSampler(testbed, on_machine, period))
     except BaseException:
         for s in out:
             s.stop()
